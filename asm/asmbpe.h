@@ -1,0 +1,72 @@
+/*
+ * asmbpe.h — the C ABI of libasmbpe.so, and the ONLY place its prototypes are
+ * written.  The harness feeds this file to cffi's cdef (harness/_lib.py strips
+ * the preprocessor lines), so keep to plain declarations and enums.
+ *
+ * Conventions (SPEC §2): System V AMD64; rbx, rbp, r12-r15 and DF preserved;
+ * vzeroupper before returning from code that touched ymm.  Every input text
+ * buffer has ASMBPE_PAD readable bytes before its start and after its end; the
+ * library may read that padding but never writes outside the ranges it is
+ * given.  Errors are negative status codes.  Requires AVX2, BMI1, BMI2.
+ */
+#ifndef ASMBPE_H
+#define ASMBPE_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    ASMBPE_PAD    = 64,     /* readable bytes around every input buffer */
+
+    ASMBPE_OK     = 0,
+    ASMBPE_EINVAL = -1,     /* an argument is out of range */
+    ASMBPE_ENOMEM = -2,     /* an allocation inside the library failed */
+
+    /* asmbpe_cpu_flags() bits */
+    ASMBPE_CPU_AVX2    = 1,     /* reported only when the OS saves ymm */
+    ASMBPE_CPU_BMI1    = 2,
+    ASMBPE_CPU_BMI2    = 4,
+    ASMBPE_CPU_OSYMM   = 8,     /* OSXSAVE and xgetbv(0) & 6 == 6 */
+    ASMBPE_CPU_XGETBV1 = 16,    /* xgetbv(1) (XINUSE) available */
+};
+
+/* cpuflags.asm: cpuid + xgetbv, the ASMBPE_CPU_* bits of this machine. */
+uint32_t asmbpe_cpu_flags(void);
+
+/* memeq.asm: 1 if the n bytes at a and b are equal, else 0.
+ * Reads up to 7 bytes before a and b (the front padding) when n < 8. */
+int asmbpe_memeq(const void *a, const void *b, size_t n);
+
+/* pretok.asm: end offset of the SPEC §3 chunk of text[0, len) that starts at
+ * the chunk boundary pos; len when pos >= len. */
+size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos);
+
+/* pretok.asm: split text[pos, len) into chunks, writing up to cap chunk end
+ * offsets to out; returns how many were written.  Fewer than cap: the text is
+ * done.  Exactly cap: continue with pos = out[cap - 1]. */
+int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
+                             uint64_t *out, size_t cap);
+
+/* ---- test-only: libasmbpe_test.so (asm/test/), never shipped ------------ */
+
+enum {
+    ASMBPE_CHK_RBX        = 1,
+    ASMBPE_CHK_RBP        = 2,
+    ASMBPE_CHK_R12        = 4,
+    ASMBPE_CHK_R13        = 8,
+    ASMBPE_CHK_R14        = 16,
+    ASMBPE_CHK_R15        = 32,
+    ASMBPE_CHK_DF         = 64,
+    ASMBPE_CHK_VZEROUPPER = 128,
+    ASMBPE_CHK_STACK      = 256,
+};
+
+/* Call fn(args[0..5]) with rbx, rbp, r12-r15 = fill[0..5] and stack canaries
+ * above the return address; *ret = fn's rax; returns ASMBPE_CHK_* bits. */
+uint32_t asmbpe_checked_call(const void *fn, const uint64_t *args,
+                             const uint64_t *fill, uint64_t *ret,
+                             int check_ymm);
+
+/* Breaks rule `what` (1-9, see checkasm.asm) and returns 42. */
+uint64_t asmbpe_test_misbehave(int what);
+
+#endif

@@ -1,0 +1,122 @@
+;-----------------------------------------------------------------------------
+; pretok.asm — the pre-tokenizer of SPEC §3: the class table and two entry
+; points over the PRETOK_CHUNK scanner of pretok.inc.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%define PRETOK_TABLE_HERE
+%include "pretok.inc"
+
+section .rodata align=64
+
+; class table, built at assembly time: one entry per lead byte (see pretok.inc)
+global asmbpe_pretok_ctab:data hidden
+asmbpe_pretok_ctab:
+%assign b 0
+%rep 256
+    %if (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z')
+        db C_L
+    %elif b >= '0' && b <= '9'
+        db C_N
+    %elif b == 10 || b == 13
+        db C_S | C_NL
+    %elif (b >= 9 && b <= 13) || b == 32
+        db C_S
+    %elif b < 0x80
+        db C_O
+    %elif b < 0xC0                          ; stray continuation byte
+        db C_O
+    %elif b == 0xC2                         ; U+0080-U+00BF
+        db C_O | (1 << 5)
+    %elif b < 0xE0
+        db C_L | (1 << 5)
+    %elif b == 0xE2                         ; U+2000-U+2FFF
+        db C_O | (2 << 5)
+    %elif b == 0xE3                         ; U+3000-U+303F when next is 0x80
+        db C_CHK | (2 << 5)
+    %elif b < 0xF0
+        db C_L | (2 << 5)
+    %elif b == 0xF0                         ; U+1F000-U+1FFFF when next is 0x9F
+        db C_CHK | (3 << 5)
+    %elif b < 0xF8
+        db C_L | (3 << 5)
+    %else                                   ; 0xF8-0xFF: not a lead byte
+        db C_O
+    %endif
+    %assign b b + 1
+%endrep
+
+align 32
+global asmbpe_pretok_vconst:data hidden
+asmbpe_pretok_vconst:
+    times 32 db 0x20
+    times 32 db 'a'
+    times 32 db 25
+
+section .text
+
+;-----------------------------------------------------------------------------
+; size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos)
+;
+; End offset of the chunk that starts at pos (pos < result <= len); len when
+; pos >= len.  pos must be a chunk boundary (0 or a previous result).
+; In: rdi, rsi, rdx.  Out: rax.  Reads up to 31 bytes of the padding after
+; text + len.  Clobbers rcx, rdx, r8-r11, ymm0, ymm1, ymm13-15.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_pretok_next, 3, 3, 1, text, len, pos
+    mov         rax, lenq
+    cmp         posq, lenq
+    jae         .ret
+    lea         r10, [textq + posq]
+    lea         r11, [textq + lenq]
+    PRETOK_LOAD_CONSTANTS
+    PRETOK_LOAD_TABLE r9
+    PRETOK_CHUNK r10, r11, r8, r9
+    mov         rax, r10
+    sub         rax, textq
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
+;                              uint64_t *out, size_t cap)
+;
+; Splits text[pos, len) into chunks and writes their end offsets (from text)
+; to out[0..n), stopping after cap of them.  Returns n.  n < cap means the
+; text is done (out[n-1] == len, or n == 0 when pos >= len); n == cap may
+; leave text to split: call again with pos = out[cap - 1].
+; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..n) only.
+; Clobbers rcx, rdx, rsi, r8-r11, ymm0, ymm1, ymm13-15; rbx (the scanner's
+; spare temp) and rbp (the class table) are saved.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_split_offsets, 5, 11, 1, text, len, pos, out, cap
+    mov         r9, outq
+    lea         r11, [textq + lenq]             ; endp
+    lea         r10, [textq + posq]             ; cur
+    xor         eax, eax
+    cmp         posq, lenq
+    jae         .ret
+    test        capq, capq
+    jz          .ret
+    PRETOK_LOAD_CONSTANTS
+    PRETOK_LOAD_TABLE rbp
+    lea         rsi, [r9 + capq * 8]            ; end of out
+    mov         r8, r9                          ; out, kept: rcx is a temp
+    align 16
+.chunk:
+    PRETOK_CHUNK r10, r11, rbx, rbp
+    mov         rax, r10
+    sub         rax, textq
+    mov         [r9], rax
+    add         r9, 8
+    cmp         r10, r11
+    jae         .count
+    cmp         r9, rsi
+    jb          .chunk
+.count:
+    mov         rax, r9
+    sub         rax, r8
+    shr         rax, 3
+.ret:
+    RET
+ENDFUNC

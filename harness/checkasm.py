@@ -1,0 +1,486 @@
+"""checkasm for asmbpe, after dav1d's and FFmpeg's (see STYLE.md).
+
+Every exported assembly function has an entry here: a Python twin to compare
+with, and inputs — seeded random ones (the seed is printed and can be set) and
+an edge table (lengths 0..300, start alignments 0..63, texts whose padding
+touches a PROT_NONE page at either end, adversarial UTF-8, 1 MB runs).
+
+Every call goes through the test-only trampoline `asmbpe_checked_call`
+(asm/test/checkasm.asm), which fills rbx, rbp, r12-r15 with random values and
+reports any not preserved, DF left set, stack canaries overwritten and a
+missing vzeroupper.  Output buffers carry margins filled with 0x99 that must
+come back untouched.
+
+Each function's checks run in a forked child that tells the parent, before
+every call, which input it is on: a fault (SIGSEGV on a guard page, say) is
+reported as a failure naming the function and the input, not a crash.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from . import twin
+from ._lib import ffi, lib, test_lib
+from .buffers import PAD, GuardedArena, Padded
+
+REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
+            (64, "direction flag left set"), (128, "missing vzeroupper"),
+            (256, "stack canaries overwritten")]
+MARGIN = 8                  # u64 margin each side of output arrays
+MARGIN_FILL = 0x9999999999999999
+MB = 1 << 20
+
+
+class CheckFailure(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- context
+
+class Ctx:
+    """What a check function gets: the rng, the checked caller, reporting."""
+
+    def __init__(self, seed: int, pipe, n_random: int):
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.pipe = pipe
+        self.n_random = n_random
+        self.calls = 0
+        self.failures = 0
+        self.L = lib()
+        self.T = test_lib()
+        self.check_ymm = 1 if self.L.asmbpe_cpu_flags() & 16 else 0
+        self._args = ffi.new("uint64_t[6]")
+        self._fill = ffi.new("uint64_t[6]")
+        self._ret = ffi.new("uint64_t *")
+        self.case = ""
+
+    def send(self, **msg) -> None:
+        self.pipe.write(json.dumps(msg) + "\n")
+        self.pipe.flush()
+
+    def on(self, case: str) -> None:
+        """Name the input about to be used (reported if the call faults)."""
+        self.case = case
+        self.send(case=case)
+
+    def fail(self, msg: str) -> None:
+        self.failures += 1
+        self.send(fail=msg, case=self.case)
+        if self.failures >= 20:
+            raise CheckFailure("too many failures, stopping this function")
+
+    def call(self, name: str, *args) -> int:
+        """fn(*args) through the checked-call trampoline; returns rax (uint64)."""
+        fn = ffi.cast("void *", ffi.addressof(self.L, name))
+        for i in range(6):
+            a = args[i] if i < len(args) else self.rng.getrandbits(64)
+            if isinstance(a, ffi.CData):
+                a = int(ffi.cast("uintptr_t", a))
+            self._args[i] = a & 0xFFFFFFFFFFFFFFFF
+        for i in range(6):
+            self._fill[i] = self.rng.getrandbits(64)
+        bad = self.T.asmbpe_checked_call(fn, self._args, self._fill, self._ret, self.check_ymm)
+        self.calls += 1
+        if bad:
+            what = ", ".join(name_ for bit, name_ in REG_BITS if bad & bit)
+            self.fail(f"{name}: ABI violation: {what}")
+        return int(self._ret[0])
+
+
+def out_array(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A uint64 output array of n entries inside margins of MARGIN_FILL."""
+    full = np.full(n + 2 * MARGIN, MARGIN_FILL, dtype=np.uint64)
+    return full, full[MARGIN:MARGIN + n]
+
+
+def margins_intact(full: np.ndarray, n_written: int) -> bool:
+    return bool(np.all(full[:MARGIN] == MARGIN_FILL)
+                and np.all(full[MARGIN + n_written:] == MARGIN_FILL))
+
+
+def hexwindow(data: bytes, at: int, width: int = 16) -> str:
+    lo = max(0, at - width)
+    return f"bytes [{lo}:{at + width}] = {data[lo:at + width].hex(' ')}"
+
+
+def first_difference(a: list[int], b: list[int]) -> str:
+    """Where two ascending chunk-end lists first disagree, as a text offset."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"chunk {i}: asm ends at {x}, twin at {y} (chunk starts at {a[i - 1] if i else 0})"
+    return f"asm gave {len(a)} chunks, twin {len(b)}"
+
+
+# --------------------------------------------------------------------------- inputs
+
+TEXTY = [b"a", b"Z", b"q", b" ", b" ", b"  ", b"\n", b"\r", b"\r\n", b"\t", b"\x0b", b"\x0c",
+         b"1", b"9", b"'", b"s", b"t", b"L", b"l", b"e", b"v", b"r", b"D", b"!", b".", b"$",
+         b"\x00", b"\x80", b"\x9f", b"\xbf", b"\xc0", b"\xc1", b"\xc2", b"\xc2\xa0", b"\xc3\xa9",
+         b"\xe2", b"\xe2\x80\x94", b"\xe3", b"\xe3\x80", b"\xe3\x80\x82", b"\xe3\x81\x82",
+         b"\xf0", b"\xf0\x9f", b"\xf0\x9f\x98\x80", b"\xf0\x90\x8d\x88", b"\xf5", b"\xf8",
+         b"\xff", "日本".encode(), "привет".encode(), "ſ".encode()]
+
+
+def texty(rng: random.Random, n_bytes: int) -> bytes:
+    out = bytearray()
+    while len(out) < n_bytes:
+        out += rng.choice(TEXTY)
+    return bytes(out[:n_bytes])
+
+
+def random_text(rng: random.Random, n: int) -> bytes:
+    r = rng.random()
+    if r < 0.45:
+        return texty(rng, n)
+    if r < 0.7:
+        return rng.randbytes(n)
+    words = []
+    while sum(map(len, words)) < n:
+        w = rng.choice([b"the", b"don't", b"I'LL", b"x", b"12345", b"\xc3\xa9t\xc3\xa9", b"...",
+                        b"(a)", b"\xe2\x80\x94", b"\xf0\x9f\x98\x80\xf0\x9f\x98\x80", b"\n\n",
+                        b"\t", b"   "])
+        words.append(rng.choice([b"", b" ", b"  ", b"\n"]) + w)
+    return b"".join(words)[:n]
+
+
+def edge_texts(rng: random.Random) -> Iterator[tuple[str, bytes]]:
+    """The edge table: named texts."""
+    for n in range(0, 301):
+        yield f"texty len {n}", texty(rng, n)
+        yield f"random bytes len {n}", rng.randbytes(n)
+    adversarial = {
+        "stray continuation bytes": b"ab\x80\x81cd \xbf\xbf!",
+        "lead cut at end (E3)": b"abc \xe3",
+        "lead cut at end (E3 80)": b"abc \xe3\x80",
+        "lead cut at end (F0)": b"x\xf0",
+        "lead cut at end (F0 9F)": b"x \xf0\x9f",
+        "lead cut at end (F0 9F 98)": b"x \xf0\x9f\x98",
+        "lead cut at end (C3)": b"caf\xc3",
+        "overlong C0/C1": b"\xc0\xaf\xc1\xbf a\xc0 \xc1",
+        "F5-FF": bytes(range(0xF5, 0x100)) + b" x" + bytes(range(0xF5, 0x100)),
+        "NUL bytes": b"\x00a\x00 \x00\x00b 1\x00",
+        "lead swallows ASCII": b"\xe3A bc \xf0' x \xc3 d",
+        "contractions at end": b"x'", 
+        "contraction cut": b"x'l",
+        "contraction cut 2": b"x'v",
+        "only whitespace": b" \t\r\n\x0b\x0c ",
+        "whitespace then end": b"abc   ",
+        "crlf runs": b"a\r\n\r\n  b \r \n\tc\n",
+    }
+    for name, data in adversarial.items():
+        yield name, data
+    runs = {
+        "1 MB of 'a'": b"a" * MB,
+        "1 MB of spaces": b" " * MB,
+        "1 MB of newlines": b"\n" * MB,
+        "1 MB of digits": b"7" * MB,
+        "1 MB of '!'": b"!" * MB,
+        "1 MB of U+00E9": "\u00e9".encode() * (MB // 2),
+        "1 MB of U+3000": "\u3000".encode() * (MB // 3),
+        "1 MB of 0x80": b"\x80" * MB,
+        "1 MB with no whitespace": bytes(rng.choice(b"abcXYZ019!.,'\xc3\xa9") for _ in range(MB)),
+    }
+    for name, data in runs.items():
+        yield name, data
+
+
+def placements(n: int, i: int) -> list[tuple[str, int | None]]:
+    """Where to place the i-th edge text of length n: touching the back guard
+    and the front guard exactly, and at a start alignment that cycles 0..63."""
+    return [("end", None), ("start", None), ("end", (i * 7) % 64), ("start", (i * 13 + 1) % 64)]
+
+
+# --------------------------------------------------------------------------- checks
+
+@dataclass
+class Entry:
+    name: str
+    run: Callable[[Ctx], None]
+
+
+REGISTRY: dict[str, Entry] = {}
+
+
+def register(name: str):
+    def deco(fn):
+        REGISTRY[name] = Entry(name, fn)
+        return fn
+    return deco
+
+
+@register("asmbpe_cpu_flags")
+def check_cpu_flags(ctx: Ctx) -> None:
+    ctx.on("no input")
+    flags = ctx.call("asmbpe_cpu_flags") & 0xFFFFFFFF
+    if flags != ctx.L.asmbpe_cpu_flags():
+        ctx.fail("cpu_flags differs between calls")
+    for bit, name in ((1, "AVX2"), (2, "BMI1"), (4, "BMI2")):
+        if not flags & bit:
+            ctx.fail(f"cpu_flags: {name} missing (the library cannot run here)")
+
+
+def _split_cases(ctx: Ctx) -> Iterator[tuple[str, bytes]]:
+    yield from edge_texts(ctx.rng)
+    for k in range(ctx.n_random):
+        n = ctx.rng.choice([ctx.rng.randrange(0, 64), ctx.rng.randrange(0, 600)])
+        yield f"random #{k} (len {n})", random_text(ctx.rng, n)
+
+
+@register("asmbpe_split_offsets")
+def check_split_offsets(ctx: Ctx) -> None:
+    arena = GuardedArena(MB + 4096)
+    for i, (name, data) in enumerate(_split_cases(ctx)):
+        ref = twin.split_offsets(data)
+        n = len(data)
+        for anchor, align in placements(n, i):
+            ptr, _ = arena.place(data, anchor, align)
+            case = f"{name}, {anchor}-anchored, align {align if align is not None else (arena_off(ptr) % 64)}"
+            ctx.on(case)
+            full, out = out_array(max(n, 1))
+            got = ctx.call("asmbpe_split_offsets", ptr, n, 0, ffi.from_buffer("uint64_t[]", out), max(n, 1))
+            asm = out[:got].tolist()
+            if asm != ref:
+                ctx.fail(f"asmbpe_split_offsets: {case}: {first_difference(asm, ref)}; "
+                         + hexwindow(data, _diff_at(asm, ref)))
+            elif not margins_intact(full, got):
+                ctx.fail(f"asmbpe_split_offsets: {case}: wrote outside out[0..{got})")
+            if n > 4096:
+                break           # the long runs: one placement each is enough
+        if 0 < n <= 300 and i % 3 == 0:
+            _check_resume(ctx, arena, data, ref, name)
+    arena.close()
+
+
+def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], name: str) -> None:
+    """Small caps: the split must resume from out[cap - 1] with the same result."""
+    cap = ctx.rng.choice([1, 2, 3, 5])
+    ptr, _ = arena.place(data, "end")
+    ctx.on(f"{name}, resumed with cap {cap}")
+    got_all, pos = [], 0
+    while True:
+        full, out = out_array(cap)
+        got = ctx.call("asmbpe_split_offsets", ptr, len(data), pos, ffi.from_buffer("uint64_t[]", out), cap)
+        if not margins_intact(full, got) or got > cap:
+            ctx.fail(f"asmbpe_split_offsets: {name}: cap {cap}: wrote outside out[0..{got})")
+            return
+        got_all += out[:got].tolist()
+        if got < cap:
+            break
+        pos = got_all[-1]
+    if got_all != ref:
+        ctx.fail(f"asmbpe_split_offsets: {name}: resumed with cap {cap}: {first_difference(got_all, ref)}")
+
+
+def _diff_at(a: list[int], b: list[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return min(x, y)
+    return min(a[-1] if a else 0, b[-1] if b else 0)
+
+
+def arena_off(ptr) -> int:
+    return int(ffi.cast("uintptr_t", ptr))
+
+
+@register("asmbpe_pretok_next")
+def check_pretok_next(ctx: Ctx) -> None:
+    arena = GuardedArena(MB + 4096)
+    for i, (name, data) in enumerate(_split_cases(ctx)):
+        n = len(data)
+        if n > 4096 and i % 2:
+            continue            # the chunk-by-chunk walk is slow; half the long runs
+        ref = twin.split_offsets(data)
+        anchor, align = placements(n, i)[i % 4]
+        ptr, _ = arena.place(data, anchor, align)
+        case = f"{name}, {anchor}-anchored, align {arena_off(ptr) % 64}"
+        ctx.on(case)
+        asm, pos = [], 0
+        fn = ctx.L.asmbpe_pretok_next
+        while pos < n:
+            # the first chunks through the trampoline, the rest directly (speed)
+            nxt = ctx.call("asmbpe_pretok_next", ptr, n, pos) if len(asm) < 64 else fn(ptr, n, pos)
+            if not pos < nxt <= n:
+                ctx.fail(f"asmbpe_pretok_next: {case}: from {pos} returned {nxt}")
+                break
+            asm.append(nxt)
+            pos = nxt
+        if ctx.call("asmbpe_pretok_next", ptr, n, n) != n:
+            ctx.fail(f"asmbpe_pretok_next: {case}: pos == len must return len")
+        if asm != ref:
+            ctx.fail(f"asmbpe_pretok_next: {case}: {first_difference(asm, ref)}; "
+                     + hexwindow(data, _diff_at(asm, ref)))
+    arena.close()
+
+
+@register("asmbpe_memeq")
+def check_memeq(ctx: Ctx) -> None:
+    A, B = GuardedArena(8192), GuardedArena(8192)
+    rng = ctx.rng
+
+    def one(a: bytes, b: bytes, case: str, anchor: str = "end", align_a=None, align_b=None) -> None:
+        pa, _ = A.place(a, anchor, align_a)
+        pb, _ = B.place(b, anchor, align_b)
+        ctx.on(case)
+        got = ctx.call("asmbpe_memeq", pa, pb, len(a)) & 0xFFFFFFFF
+        want = int(a == b)
+        if got != want:
+            where = next((i for i in range(len(a)) if a[i] != b[i]), None)
+            ctx.fail(f"asmbpe_memeq: {case}: returned {got}, want {want}"
+                     + (f" (first differing offset {where})" if where is not None else ""))
+
+    for n in range(0, 301):
+        for anchor in ("end", "start"):
+            aligns = [(None, None), (rng.randrange(64), rng.randrange(64)), (n % 64, (n * 5 + 3) % 64)]
+            for ala, alb in aligns:
+                a = rng.randbytes(n)
+                one(a, a, f"equal len {n} {anchor} align {ala}/{alb}", anchor, ala, alb)
+                if n:
+                    k = rng.randrange(n)
+                    b = bytearray(a)
+                    b[k] ^= 1 << rng.randrange(8)
+                    one(a, bytes(b), f"len {n} differing at {k} {anchor}", anchor, ala, alb)
+        if n:
+            for k in (0, n - 1):            # first and last byte
+                b = bytearray(rng.randbytes(n))
+                c = bytearray(b)
+                c[k] ^= 0x80
+                one(bytes(b), bytes(c), f"len {n} differing at byte {k}")
+    # the regression the original bug missed: what precedes a short range must not count
+    for n in range(1, 8):
+        chunk = rng.randbytes(n)
+        pa, _ = A.place(b"\x01" * 7 + chunk, "end")
+        pb, _ = B.place(b"\x02" * 7 + chunk, "end")
+        ctx.on(f"equal len {n} after different bytes")
+        if ctx.call("asmbpe_memeq", pa + 7, pb + 7, n) & 0xFFFFFFFF != 1:
+            ctx.fail(f"asmbpe_memeq: equal {n}-byte ranges preceded by different bytes compare unequal")
+        other = bytes((x + 1) & 0xFF for x in chunk)
+        pa, _ = A.place(b"\x05" * 7 + chunk, "end")
+        pb, _ = B.place(b"\x05" * 7 + other, "end")
+        ctx.on(f"different len {n} after the same bytes")
+        if ctx.call("asmbpe_memeq", pa + 7, pb + 7, n) & 0xFFFFFFFF != 0:
+            ctx.fail(f"asmbpe_memeq: different {n}-byte ranges preceded by the same bytes compare equal")
+    A.close()
+    B.close()
+
+
+# --------------------------------------------------------------------------- runner
+
+def _run_child(entry: Entry, seed: int, n_random: int, wfd: int) -> None:
+    with os.fdopen(wfd, "w") as pipe:
+        ctx = Ctx(seed, pipe, n_random)
+        try:
+            entry.run(ctx)
+        except CheckFailure as e:
+            ctx.send(fail=str(e), case=ctx.case)
+        except Exception as e:      # a bug in the check itself: report it
+            ctx.send(fail=f"check raised {type(e).__name__}: {e}", case=ctx.case)
+        ctx.send(done=True, calls=ctx.calls)
+
+
+def run_one(entry: Entry, seed: int, n_random: int) -> tuple[bool, list[str], int]:
+    """Run one function's checks in a forked child; (ok, failure lines, calls)."""
+    rfd, wfd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:            # child
+        os.close(rfd)
+        code = 0
+        try:
+            _run_child(entry, seed, n_random, wfd)
+        except BaseException:
+            code = 3
+        os._exit(code)
+    os.close(wfd)
+    fails, case, done, calls = [], "", False, 0
+    with os.fdopen(rfd) as pipe:
+        for line in pipe:
+            msg = json.loads(line)
+            if "case" in msg:
+                case = msg["case"]
+            if "fail" in msg:
+                fails.append(msg["fail"])
+            if msg.get("done"):
+                done, calls = True, msg.get("calls", 0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = signal.Signals(os.WTERMSIG(status)).name
+        fails.append(f"{entry.name}: crashed with {sig} on input: {case}")
+    elif not done:
+        fails.append(f"{entry.name}: the check process exited ({os.WEXITSTATUS(status)}) on input: {case}")
+    return not fails, fails, calls
+
+
+def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
+               n_random: int = 2000, out: Callable[[str], None] = print) -> bool:
+    """Check every registered function matching `pattern`; True when all pass."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
+    out(f"checkasm: seed {seed}")
+    lib()   # fail early, in the parent, when the library is missing
+    entries = [e for name, e in REGISTRY.items() if fnmatch.fnmatch(name, pattern)]
+    if not entries:
+        out(f"checkasm: no function matches {pattern!r} (have: {', '.join(REGISTRY)})")
+        return False
+    all_ok = True
+    for entry in entries:
+        t0 = time.perf_counter()
+        ok, fails, calls = run_one(entry, seed, n_random)
+        dt = time.perf_counter() - t0
+        out(f"  {entry.name:<28} {'ok' if ok else 'FAILED'}   ({calls} checked calls, {dt:.1f} s)")
+        for f in fails:
+            out(f"    - {f}")
+        all_ok &= ok
+    if bench:
+        for line in bench_lines():
+            out(line)
+    out(f"checkasm: {'all passed' if all_ok else 'FAILURES'} (seed {seed})")
+    return all_ok
+
+
+# --------------------------------------------------------------------------- bench
+
+def bench_lines(runs: int = 7) -> list[str]:
+    """Wall-clock speed of each function on fixed inputs (cffi overhead
+    included: a first look; the rdtsc bench inside the library comes later)."""
+    rng = random.Random(1)
+    text = b" ".join(rng.choice([b"the", b"of", b"tokenizer", b"don't", b"1984", b"(x)"])
+                     for _ in range(200_000))
+    buf = Padded(text)
+    out = np.empty(len(text), dtype=np.uint64)
+    L = lib()
+    lines = ["bench (median of %d, wall clock, includes the cffi call):" % runs]
+
+    def med(fn) -> float:
+        ts = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return sorted(ts)[runs // 2]
+
+    op = ffi.from_buffer("uint64_t[]", out)
+    t = med(lambda: L.asmbpe_split_offsets(buf.ptr, len(text), 0, op, len(out)))
+    lines.append(f"  asmbpe_split_offsets   {len(text) / t / 1e6:8.0f} MB/s  ({len(text)} bytes/call)")
+    a, b = Padded(text[:4096]), Padded(text[:4096])
+    for n in (7, 32, 4096):
+        reps = 20000
+
+        def loop(n=n):
+            f = L.asmbpe_memeq
+            for _ in range(reps):
+                f(a.ptr, b.ptr, n)
+        t = med(loop) / reps
+        lines.append(f"  asmbpe_memeq n={n:<5}   {t * 1e9:8.0f} ns/call")
+    return lines
