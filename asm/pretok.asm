@@ -51,6 +51,12 @@ asmbpe_pretok_vconst:
     times 32 db 0x20
     times 32 db 'a'
     times 32 db 25
+    times 32 db 0x27
+    times 32 db '0'
+    times 32 db 9
+    times 32 db 0x0A
+    times 32 db 0x0D
+    times 32 db 4
 
 section .text
 
@@ -85,11 +91,18 @@ ENDFUNC
 ; to out[0..n), stopping after cap of them.  Returns n.  n < cap means the
 ; text is done (out[n-1] == len, or n == 0 when pos >= len); n == cap may
 ; leave text to split: call again with pos = out[cap - 1].
-; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..n) only.
-; Clobbers rcx, rdx, rsi, r8-r11, ymm0, ymm1, ymm13-15; rbx (the scanner's
-; spare temp) and rbp (the class table) are saved.
+;
+; Where 64 bytes of text lie ahead and out has room, PRETOK_WINDOW takes many
+; chunks at once; otherwise (text end, non-ASCII, a run longer than the
+; window) PRETOK_CHUNK takes one.  After a window that gave nothing, the next
+; 64 bytes go chunk by chunk.
+; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..n) only.  Reads up to
+; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
+; saves rbx, rbp, r12-r15; uses the red zone.
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_split_offsets, 5, 11, 1, text, len, pos, out, cap
+%define SL_UNTIL rsp - 40                       ; chunk by chunk until here
+
+FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     mov         r9, outq
     lea         r11, [textq + lenq]             ; endp
     lea         r10, [textq + posq]             ; cur
@@ -99,20 +112,38 @@ FUNC asmbpe_split_offsets, 5, 11, 1, text, len, pos, out, cap
     test        capq, capq
     jz          .ret
     PRETOK_LOAD_CONSTANTS
+    PRETOK_LOAD_WINDOW_CONSTANTS
     PRETOK_LOAD_TABLE rbp
     lea         rsi, [r9 + capq * 8]            ; end of out
     mov         r8, r9                          ; out, kept: rcx is a temp
+    mov         [SL_UNTIL], r10
     align 16
-.chunk:
+.next:
+    lea         rax, [r10 + 64]
+    cmp         rax, r11
+    ja          .one                            ; under 64 bytes left
+    cmp         r10, [SL_UNTIL]
+    jb          .one
+    mov         rax, rsi
+    sub         rax, r9
+    cmp         rax, 64 * 8
+    jb          .one                            ; out too full for a window
+    PRETOK_WINDOW r10, textq, r9, .window_failed
+    jmp         .stored
+.window_failed:
+    lea         rax, [r10 + 64]
+    mov         [SL_UNTIL], rax
+.one:
     PRETOK_CHUNK r10, r11, rbx, rbp
     mov         rax, r10
     sub         rax, textq
     mov         [r9], rax
     add         r9, 8
+.stored:
     cmp         r10, r11
     jae         .count
     cmp         r9, rsi
-    jb          .chunk
+    jb          .next
 .count:
     mov         rax, r9
     sub         rax, r8

@@ -51,7 +51,7 @@ def lib():
 
 
 @functools.cache
-def test_lib():
+def checkasm_lib():
     """The test-only libasmbpe_test.so (checked-call trampoline)."""
     lib()
     return _open(TEST_LIB_PATH)

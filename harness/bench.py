@@ -1,0 +1,188 @@
+"""Benchmarks (`asmbpe bench ...`).
+
+`bench_pretok`: speed of the pre-tokenizer (SPEC §3) on the shared corpora, single
+thread, text already in memory, median of `runs` timings (time.perf_counter):
+
+- asm:    libasmbpe's asmbpe_split_offsets, one call per document, into one
+          preallocated uint64 array, over all the documents read;
+- oracle: the oracle regex (`harness.oracle.compiled().findall`) over the same
+          documents, already decoded to str;
+- twin:   the naive Python twin (`harness.twin.split_offsets`) over the first
+          `twin_mb` MB only (it is slow); its row has its own byte count.
+
+Reading, concatenating and decoding are not timed. MB = 1e6 bytes.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import twin
+from ._lib import ffi, lib
+from .buffers import Padded
+from .corpora import InputError, corpora_dir, corpus_path, read_documents
+
+OUT_CAP = 1 << 22           # chunk end offsets per asmbpe_split_offsets call (32 MiB)
+ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s")
+
+__all__ = ["bench_pretok", "cpu_model", "write_json", "ROW_KEYS"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ('unknown CPU' when not found)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def write_json(rows: list[dict], path) -> None:
+    """Write the rows as a JSON list, through PATH.tmp and a rename."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _time(fn, runs: int) -> tuple[float, object]:
+    """Median wall time of fn() over `runs` runs (gc off while timing), and its last result."""
+    times = []
+    result = None
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(max(1, runs)):
+            t0 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t0)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return statistics.median(times), result
+
+
+def _row(impl: str, corpus: str, nbytes: int, median_s: float) -> dict:
+    return dict(impl=impl, task="pretok", corpus=corpus, bytes=nbytes, threads=1,
+                median_s=median_s,
+                mb_per_s=(nbytes / 1e6 / median_s) if median_s > 0 else float("inf"))
+
+
+def _twin_prefix(docs: list[bytes], limit: int) -> list[bytes]:
+    """The first `limit` bytes of the documents: whole documents, the last one cut."""
+    out, total = [], 0
+    for d in docs:
+        if total >= limit:
+            break
+        take = d if total + len(d) <= limit else d[:limit - total]
+        out.append(take)
+        total += len(take)
+    return out
+
+
+def _asm_runner(docs: list[bytes]):
+    """Concatenate the documents once into one padded buffer; return a function that
+    splits every document with one library call each and returns the chunk count."""
+    buf = Padded(b"".join(docs))
+    L = lib()
+    split = L.asmbpe_split_offsets
+    out = np.zeros(OUT_CAP, dtype=np.uint64)      # touched once, reused by every call
+    out_ptr = ffi.cast("uint64_t *", ffi.from_buffer(out))
+    jobs = []
+    start = 0
+    for d in docs:
+        jobs.append((buf.ptr + start, len(d)))
+        start += len(d)
+
+    def run() -> int:
+        chunks = 0
+        for ptr, n in jobs:
+            got = split(ptr, n, 0, out_ptr, OUT_CAP)
+            chunks += got
+            while got == OUT_CAP:                 # full: continue after the last chunk
+                got = split(ptr, n, int(out[OUT_CAP - 1]), out_ptr, OUT_CAP)
+                chunks += got
+            if got < 0:
+                raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
+        return chunks
+
+    run.keepalive = (buf, out)                    # the pointers point into these
+    return run
+
+
+def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int = 5,
+                 out=print) -> list[dict]:
+    """Time asm, oracle and twin on each named corpus; print a table per corpus and
+    return the rows (impl, task, corpus, bytes, threads, median_s, mb_per_s)."""
+    try:
+        from .oracle import compiled
+        compiled()
+    except ImportError:
+        raise InputError("asmbpe bench needs the `regex` module: pip install -e '.[bench]'") from None
+    rx = compiled()
+    lib()                                          # a missing library fails before reading
+
+    if not corpora_dir().is_dir():
+        raise InputError(f"corpora directory not found: {corpora_dir()} "
+                         "(put shared/ next to the repository or set ASMBPE_CORPORA)")
+
+    rows: list[dict] = []
+    out(f"pre-tokenizer speed, single thread, median of {runs} run(s); CPU: {cpu_model()}")
+    for name in corpora:
+        path = corpus_path(name)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (corpus {name!r})")
+        docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+        nbytes = sum(len(d) for d in docs)
+
+        run_asm = _asm_runner(docs)
+        t_asm, asm_chunks = _time(run_asm, runs)
+        rows.append(_row("asm", name, nbytes, t_asm))
+
+        texts = [d.decode("utf-8", "surrogateescape") for d in docs]
+        findall = rx.findall
+
+        def run_oracle() -> int:
+            return sum(len(findall(t)) for t in texts)
+
+        t_oracle, oracle_chunks = _time(run_oracle, runs)
+        rows.append(_row("oracle", name, nbytes, t_oracle))
+
+        tdocs = _twin_prefix(docs, int(twin_mb * 1e6))
+        tbytes = sum(len(d) for d in tdocs)
+        twin_split = twin.split_offsets
+
+        def run_twin() -> int:
+            return sum(len(twin_split(d)) for d in tdocs)
+
+        if tbytes:
+            t_twin, _ = _time(run_twin, runs)
+            rows.append(_row("twin", name, tbytes, t_twin))
+
+        _print_table(out, name, len(docs), nbytes, asm_chunks, rows[-3 if tbytes else -2:])
+        if asm_chunks != oracle_chunks:
+            out(f"  WARNING: chunk counts differ on {name}: asm {asm_chunks:,}, "
+                f"oracle {oracle_chunks:,}")
+    return rows
+
+
+def _print_table(out, name: str, ndocs: int, nbytes: int, chunks: int, rows: list[dict]) -> None:
+    out("")
+    out(f"{name}: {nbytes / 1e6:.2f} MB, {ndocs:,} documents, {chunks:,} chunks")
+    out(f"  {'impl':<8}{'bytes':>14}{'median s':>12}{'MB/s':>11}")
+    for r in rows:
+        out(f"  {r['impl']:<8}{r['bytes']:>14,}{r['median_s']:>12.4f}{r['mb_per_s']:>11.1f}")
+    speed = {r["impl"]: r["mb_per_s"] for r in rows}
+    ratios = [f"asm/{other} {speed['asm'] / speed[other]:,.1f}x"
+              for other in ("oracle", "twin") if other in speed and speed[other] > 0]
+    out("  " + "   ".join(ratios))

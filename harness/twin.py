@@ -1,0 +1,245 @@
+r"""The naive Python twin of asmbpe.
+
+Every hot path of the library (pre-tokenizer, training, encoding) has a plain Python
+version here, written straight from SPEC.md for clarity rather than speed. The tests hold
+the assembly to these functions, and these functions to the oracle regex
+(`harness.oracle`) and to independent tokenizer libraries.
+
+This module must stay importable without the compiled library, numpy or `regex`.
+
+Pre-tokenizer (SPEC §3): `split` / `split_offsets`, hand-written over bytes; no regex
+engine is used. The text is first cut into characters (`char_at`), each with a class,
+then the pattern
+
+    '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
+
+is matched alternative by alternative, in order, at each chunk start, with the
+backtracking written out as loops. Positions below are character indexes unless named
+otherwise.
+"""
+
+from __future__ import annotations
+
+__all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets"]
+
+# --------------------------------------------------------------------------- characters
+
+# Character classes. S and NL together are the whitespace class \s.
+L = "L"    # letter \p{L}: A-Z a-z, and non-ASCII characters except those listed as O
+N = "N"    # digit \p{N}: 0-9
+S = "S"    # whitespace other than CR/LF: 0x09 0x0B 0x0C 0x20
+NL = "NL"  # CR (0x0D) or LF (0x0A), which are whitespace too
+O = "O"    # everything else
+SPACE = (S, NL)
+
+
+def _ascii_class(b: int) -> str:
+    if b in (0x0A, 0x0D):
+        return NL
+    if 0x09 <= b <= 0x0D or b == 0x20:
+        return S
+    if 0x30 <= b <= 0x39:
+        return N
+    if 0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A:
+        return L
+    return O
+
+
+ASCII_CLASS = tuple(_ascii_class(b) for b in range(128))
+
+
+def char_len(lead: int) -> int:
+    """Length in bytes of the character starting with `lead` (before cutting at the end)."""
+    if lead <= 0x7F:
+        return 1
+    if 0xC0 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF7:
+        return 4
+    return 1  # 0x80-0xBF (stray continuation byte) and 0xF8-0xFF
+
+
+def char_at(data: bytes, i: int) -> tuple[str, int]:
+    """(class, length in bytes) of the character starting at byte offset i of data."""
+    lead = data[i]
+    length = min(char_len(lead), len(data) - i)  # cut at the end of the text
+    if lead <= 0x7F:
+        return ASCII_CLASS[lead], length
+    # The byte after the lead counts only if it lies inside the text; continuation
+    # bytes are never validated.
+    nxt = data[i + 1] if i + 1 < len(data) else None
+    if 0x80 <= lead <= 0xBF or lead >= 0xF8:
+        return O, length
+    if lead == 0xC2:                      # U+0080-U+00BF
+        return O, length
+    if lead == 0xE2:                      # U+2000-U+2FFF
+        return O, length
+    if lead == 0xE3 and nxt == 0x80:      # U+3000-U+303F
+        return O, length
+    if lead == 0xF0 and nxt == 0x9F:      # U+1F000-U+1FFFF (emoji)
+        return O, length
+    return L, length
+
+
+def chars(data: bytes) -> tuple[list[str], list[int]]:
+    """Classes and byte start offsets of the characters of data, plus a final start
+    offset equal to len(data) (so the byte end of character k is starts[k + 1])."""
+    classes, starts = [], []
+    i = 0
+    while i < len(data):
+        cls, length = char_at(data, i)
+        classes.append(cls)
+        starts.append(i)
+        i += length
+    starts.append(len(data))
+    return classes, starts
+
+
+# --------------------------------------------------------------------------- pattern
+
+class _Text:
+    """The characters of one byte string, for the matchers below."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.cls, self.starts = chars(data)
+        self.n = len(self.cls)
+
+    def lead(self, k: int) -> int | None:
+        """Lead byte of character k, None past the end."""
+        return self.data[self.starts[k]] if k < self.n else None
+
+    def is_(self, k: int, classes) -> bool:
+        """Character k exists and its class is one of `classes`."""
+        return k < self.n and self.cls[k] in classes
+
+    def run(self, k: int, classes) -> int:
+        """End of the longest run of characters of `classes` starting at k."""
+        while self.is_(k, classes):
+            k += 1
+        return k
+
+
+def _lower(b: int | None) -> int | None:
+    """ASCII lower case of a byte (the (?i) of the contractions is ASCII-only here)."""
+    return b + 0x20 if b is not None and 0x41 <= b <= 0x5A else b
+
+
+LONG_S = "\u017f".encode()   # U+017F, which (?i) folds onto 's'
+
+
+def _contraction(t: _Text, k: int) -> int | None:
+    """'(?i:[sdmt]|ll|ve|re), with Unicode simple case folding as every regex
+    engine applies it: besides ASCII case, U+017F LATIN SMALL LETTER LONG S is
+    an 's' (the only non-ASCII code point folding onto s d m t l v e r)."""
+    if t.lead(k) != ord("'"):
+        return None
+    if k + 1 < t.n and t.data[t.starts[k + 1]:t.starts[k + 1] + 2] == LONG_S \
+            and (k + 2 >= t.n or t.starts[k + 2] == t.starts[k + 1] + 2):
+        return k + 2
+    a, b = _lower(t.lead(k + 1)), _lower(t.lead(k + 2))
+    if a is not None and a in b"sdmt":
+        return k + 2
+    for x, y in (b"ll", b"ve", b"re"):
+        if (a, b) == (x, y):
+            return k + 3
+    return None
+
+
+def _letters(t: _Text, k: int) -> int | None:
+    r"""[^\r\n\p{L}\p{N}]?+\p{L}+
+
+    The optional prefix is possessive: when the character at k can be the prefix it is
+    taken and never given back, so the match fails if no letter follows it.
+    """
+    j = k + 1 if (k < t.n and not t.is_(k, (NL, L, N))) else k
+    end = t.run(j, (L,))
+    return end if end > j else None
+
+
+def _digits(t: _Text, k: int) -> int | None:
+    r"""\p{N}{1,2}"""
+    end = k
+    while end - k < 2 and t.is_(end, (N,)):
+        end += 1
+    return end if end > k else None
+
+
+def _punctuation(t: _Text, k: int) -> int | None:
+    r""" ?[^\s\p{L}\p{N}]++[\r\n]*
+
+    ' ?' is greedy but not possessive: try with the space, then without it.
+    """
+    tries = [k + 1, k] if t.lead(k) == 0x20 else [k]
+    for j in tries:
+        end = t.run(j, (O,))          # possessive, and nothing after could use an O
+        if end > j:
+            return t.run(end, (NL,))  # [\r\n]*
+    return None
+
+
+def _space_to_newline(t: _Text, k: int) -> int | None:
+    r"""\s*[\r\n]  (the \s* gives back until a CR/LF follows: the last CR/LF of the run)"""
+    for j in range(t.run(k, SPACE), k - 1, -1):  # \s* covers k..j-1
+        if t.is_(j, (NL,)):
+            return j + 1
+    return None
+
+
+def _space_not_before_nonspace(t: _Text, k: int) -> int | None:
+    r"""\s+(?!\S)  (the whole run at the end of the text, else the run less its last char)"""
+    for j in range(t.run(k, SPACE), k, -1):      # \s+ covers k..j-1, at least one
+        if j == t.n or t.is_(j, SPACE):           # (?!\S): end of text or whitespace
+            return j
+    return None
+
+
+def _space(t: _Text, k: int) -> int | None:
+    r"""\s+"""
+    end = t.run(k, SPACE)
+    return end if end > k else None
+
+
+ALTERNATIVES = (
+    _contraction,
+    _letters,
+    _digits,
+    _punctuation,
+    _space_to_newline,
+    _space_not_before_nonspace,
+    _space,
+)
+
+
+def _match(t: _Text, k: int) -> int:
+    """End (character index) of the chunk starting at character k: the first alternative
+    that matches. One always does: L, N, O and whitespace each start some alternative."""
+    for alternative in ALTERNATIVES:
+        end = alternative(t, k)
+        if end is not None:
+            assert end > k
+            return end
+    raise AssertionError(f"no alternative matches at character {k}")  # unreachable
+
+
+def split_offsets(data: bytes) -> list[int]:
+    """Byte end offset of each chunk of data (the last one is len(data); [] if empty)."""
+    t = _Text(bytes(data))
+    ends = []
+    k = 0
+    while k < t.n:
+        k = _match(t, k)
+        ends.append(t.starts[k])
+    return ends
+
+
+def split(data: bytes) -> list[bytes]:
+    """Cut data into pre-tokenizer chunks (SPEC §3); their concatenation is data."""
+    data = bytes(data)
+    chunks, start = [], 0
+    for end in split_offsets(data):
+        chunks.append(data[start:end])
+        start = end
+    return chunks

@@ -1,0 +1,156 @@
+"""The assembly pre-tokenizer (pretok_next, split_offsets) against the naive
+twin and the oracle regex: SPEC examples, checkasm's edge table and 10,000
+random inputs (guard pages, checked calls), every corpus document, hypothesis."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import harness
+from harness import checkasm, twin
+from harness._lib import ffi, lib
+from harness.buffers import Padded
+
+SPEC_EXAMPLES = [
+    ("Hello world", "Hello| world"), ("don't", "don|'t"),
+    ("I'll WE'RE they've", "I|'ll| WE|'RE| they|'ve"), ("'sam", "'s|am"),
+    ("123456", "12|34|56"), ("$9.99", "$|9|.|99"), ("  hello", " | hello"),
+    ("hello!!!", "hello|!!!"), ("(test)", "(test|)"), ("a... b", "a|...| b"),
+    ("x  \n\n  y", "x|  \n\n| | y"), ("emoji 😀😀 ok", "emoji| 😀😀| ok"),
+    ("日本語のテキスト。", "日本語のテキスト|。"),
+]
+
+
+@pytest.mark.parametrize("text,want", SPEC_EXAMPLES)
+def test_spec_examples(text, want):
+    chunks = [c.decode() for c in harness.split(text.encode())]
+    assert "|".join(chunks) == want
+    # the same text inside a long one, so the 64-byte window path sees it too
+    long = ("The quick brown fox. " * 4 + "\n" + text + " " + "jumps over it " * 5).encode()
+    assert harness.split(long) == twin.split(long)
+
+
+def test_empty_and_str_input():
+    assert harness.split(b"") == []
+    assert harness.split_offsets(b"").tolist() == []
+    assert harness.split("don't") == [b"don", b"'t"]
+    offs = harness.split_offsets(b"Hello world")
+    assert offs.dtype == np.uint64 and offs.tolist() == [5, 11]
+
+
+def _checkasm(function: str, n_random: int, seed: int = 2026) -> None:
+    lines: list[str] = []
+    ok = checkasm.run_checks(seed=seed, pattern=function, n_random=n_random, out=lines.append)
+    assert ok, "\n".join(lines)
+
+
+def test_split_offsets_checkasm_edge_table_and_10000_random():
+    """asm == twin on the edge table (lengths 0..300, alignments 0..63, texts
+    touching a guard page at either end, adversarial UTF-8, 1 MB runs) and on
+    10,000 random inputs, every call through the checked-call trampoline."""
+    _checkasm("asmbpe_split_offsets", 10_000)
+
+
+def test_pretok_next_checkasm():
+    _checkasm("asmbpe_pretok_next", 2_000)
+
+
+def test_memeq_checkasm():
+    _checkasm("asmbpe_memeq", 0)
+
+
+def test_cpu_flags_checkasm():
+    _checkasm("asmbpe_cpu_flags", 0)
+
+
+def test_long_document_is_split_in_blocks():
+    """split_offsets gathers offsets in blocks: the result must not depend on it."""
+    data = ("word, 12345 don't\n\t  é " * 5000).encode()
+    from harness.pretok import offsets_of
+    buf = Padded(data)
+    assert offsets_of(buf, block=7).tolist() == offsets_of(buf).tolist() == twin.split_offsets(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=400))
+def test_tiling_arbitrary_bytes(data):
+    chunks = harness.split(data)
+    assert b"".join(chunks) == data
+    assert all(chunks)
+    assert chunks == twin.split(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([b"a", b"Z", b" ", b"  ", b"\n", b"\r\n", b"\t", b"1", b"'",
+                                 b"s", b"ll", b"!", b"..", b"\xc3\xa9", b"\xe2\x80\x94",
+                                 b"\xf0\x9f\x98\x80", b"\xe3\x80\x82", b"\x80", b"\xff"]),
+                min_size=60, max_size=300))
+def test_window_path_on_texty_bytes(pieces):
+    """Long texty inputs, so the 64-byte window path runs on every shape."""
+    data = b"".join(pieces)
+    assert harness.split(data) == twin.split(data)
+
+
+# ----------------------------------------------------------------- corpora
+
+def _asm_offsets_per_document(docs: list[bytes]) -> list[list[int]]:
+    starts = np.cumsum([0] + [len(d) for d in docs])
+    buf = Padded(b"".join(docs))
+    out = np.empty(max([len(d) for d in docs] + [1]), dtype=np.uint64)
+    op = ffi.from_buffer("uint64_t[]", out)
+    L = lib()
+    result = []
+    for i, d in enumerate(docs):
+        n = L.asmbpe_split_offsets(buf.ptr + int(starts[i]), len(d), 0, op, len(out))
+        result.append(out[:n].tolist())
+    return result
+
+
+def _twin_job(args):
+    index, data, asm = args
+    ref = twin.split_offsets(data)
+    if ref == asm:
+        return None
+    return index, checkasm.first_difference(asm, ref)
+
+
+def test_asm_equals_twin_on_every_corpus_document(corpus_files, corpus_texts):
+    """Every document of every corpus file: asm == twin (the twin in a pool of
+    processes; ~420 MB of pure Python takes a few minutes)."""
+    failures = []
+    workers = max(1, min(os.cpu_count() or 1, 8))
+    for path in corpus_files:
+        docs = [t.encode("utf-8", "surrogatepass") for t in corpus_texts(path)]
+        asm = _asm_offsets_per_document(docs)
+        with ProcessPoolExecutor(workers) as pool:
+            jobs = ((i, d, a) for i, (d, a) in enumerate(zip(docs, asm)))
+            for res in pool.map(_twin_job, jobs, chunksize=16):
+                if res is not None:
+                    failures.append(f"{path.name} document {res[0]}: {res[1]}")
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_asm_equals_oracle_on_every_valid_corpus_document(corpus_files, corpus_texts):
+    regex_mod = pytest.importorskip("regex")
+    del regex_mod
+    from harness.oracle import compiled
+    rx = compiled()
+    failures = []
+    for path in corpus_files:
+        texts = corpus_texts(path)
+        docs = [t.encode("utf-8", "surrogatepass") for t in texts]
+        asm = _asm_offsets_per_document(docs)
+        for i, (text, data, offs) in enumerate(zip(texts, docs, asm)):
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue            # only valid UTF-8 is the oracle's
+            ends = np.cumsum([len(m.encode()) for m in rx.findall(text)]).tolist()
+            if ends != offs:
+                failures.append(f"{path.name} document {i}: {checkasm.first_difference(offs, ends)}")
+    assert not failures, "\n".join(failures[:10])
