@@ -64,7 +64,7 @@ def stale(obj: Path, src: Path, incs: list[Path]) -> bool:
 
 def assemble(nasm: str, src: Path, obj: Path) -> None:
     obj.parent.mkdir(parents=True, exist_ok=True)
-    rel = src.relative_to(ROOT)
+    rel = src.relative_to(ROOT) if src.is_relative_to(ROOT) else src
     print(f"  NASM  {rel}", flush=True)
     r = subprocess.run([nasm, *NASM_FLAGS, str(src), "-o", str(obj)],
                        capture_output=True, text=True, cwd=ROOT)
