@@ -22,7 +22,8 @@ ASM = ROOT / "asm"
 OBJ = ROOT / "build" / "obj"
 OUT = ROOT / "harness"
 NASM_FLAGS = ["-f", "elf64", "-Werror", "-g", "-F", "dwarf", "-I", f"{ASM}/"]
-LDFLAGS = ["-shared", "-nostdlib", "-z", "noexecstack", "-z", "now", "--hash-style=gnu"]
+# -Bsymbolic: calls between units bind inside the library (no PLT, no interposition)
+LDFLAGS = ["-shared", "-nostdlib", "-Bsymbolic", "-z", "noexecstack", "-z", "now", "--hash-style=gnu"]
 
 LIBS = {
     "libasmbpe.so": sorted(ASM.glob("*.asm")),

@@ -46,6 +46,38 @@ size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos);
 int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
                              uint64_t *out, size_t cap);
 
+/* ---- training (SPEC §4) ---------------------------------------------------- */
+
+enum {
+    ASMBPE_ETHREAD = -4,    /* a thread could not be started */
+    ASMBPE_MAX_THREADS = 256,
+};
+
+/* count.asm: the persistent word table.  It owns copies of the word bytes, so
+ * text can be counted in batches and freed after each. */
+typedef struct asmbpe_wordtab asmbpe_wordtab;
+asmbpe_wordtab *asmbpe_wordtab_new(void);               /* NULL: out of memory */
+void asmbpe_wordtab_free(asmbpe_wordtab *t);
+int64_t asmbpe_wordtab_size(const asmbpe_wordtab *t);   /* unique words */
+int64_t asmbpe_wordtab_key_bytes(const asmbpe_wordtab *t);
+uint64_t asmbpe_wordtab_total(const asmbpe_wordtab *t); /* chunks counted */
+
+/* count.asm: add the chunks of documents text[doc_ends[i-1], doc_ends[i])
+ * (the first starting at 0) of at most max_word_bytes bytes (0: no limit) to t,
+ * on `threads` threads.  Returns the unique words in t, or a negative status. */
+int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
+                           const uint64_t *doc_ends, uint64_t n_docs,
+                           uint64_t threads, uint64_t max_word_bytes);
+
+/* count.asm: every word of t, in table order: bytes concatenated (key_bytes of
+ * them), end offsets and counts (size entries each).  Returns the words. */
+int64_t asmbpe_wordtab_export(const asmbpe_wordtab *t, uint8_t *bytes,
+                              uint64_t *ends, uint64_t *counts);
+
+/* threads.asm: peak bytes the library has had mapped; reset != 0 restarts the
+ * peak from what is mapped now. */
+uint64_t asmbpe_mapped_peak(int reset);
+
 /* ---- test-only: libasmbpe_test.so (asm/test/), never shipped ------------ */
 
 enum {

@@ -1,0 +1,595 @@
+;-----------------------------------------------------------------------------
+; count.asm — word counting for training (SPEC §4.1): per-thread hash tables
+; of the chunks of each thread's documents, merged into one persistent table
+; that owns copies of the word bytes (so text can be counted in batches).
+; Table layout and the chunk hash: wordtab.inc.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%define COUNT_HERE
+%include "wordtab.inc"
+
+extern asmbpe_memeq
+extern asmbpe_split_offsets
+
+section .text
+
+;-----------------------------------------------------------------------------
+; void *asmbpe_tab_alloc(uint64_t nslots, int owns_keys)
+; A table of nslots (a power of two) empty slots; with owns_keys, an arena
+; for key bytes whose first PAD bytes stay unused (memeq's front reads).
+; NULL when out of memory.
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_tab_alloc, 2, 12, 0, nslots, owns
+    mov         rbx, nslotsq
+    mov         ebp, ownsd
+    mov         edi, 4096
+    call        asmbpe_map                      ; header page
+    test        rax, rax
+    jz          .fail
+    mov         r14, rax
+    mov         rdi, rbx
+    shl         rdi, 5
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail_header
+    mov         [r14 + T_SLOTS], rax
+    lea         rax, [rbx - 1]
+    mov         [r14 + T_MASK], rax
+    mov         [r14 + T_OWNS_KEYS], rbp
+    test        ebp, ebp
+    jz          .done
+    mov         edi, ARENA_INIT
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail_slots
+    mov         [r14 + T_BASE], rax
+    mov         qword [r14 + T_ARENA_CAP], ARENA_INIT
+    mov         qword [r14 + T_ARENA_USE], PAD
+.done:
+    mov         rax, r14
+    RET
+.fail_slots:
+    mov         rdi, [r14 + T_SLOTS]
+    mov         rsi, rbx
+    shl         rsi, 5
+    call        asmbpe_unmap
+.fail_header:
+    mov         rdi, r14
+    mov         esi, 4096
+    call        asmbpe_unmap
+.fail:
+    xor         eax, eax
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_tab_free(void *tab)      (NULL is fine)
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_tab_free, 1, 10, 0, tab
+    mov         rbx, tabq
+    test        rbx, rbx
+    jz          .ret
+    cmp         qword [rbx + T_OWNS_KEYS], 0
+    je          .slots
+    mov         rdi, [rbx + T_BASE]
+    mov         rsi, [rbx + T_ARENA_CAP]
+    call        asmbpe_unmap
+.slots:
+    mov         rdi, [rbx + T_SLOTS]
+    mov         rsi, [rbx + T_MASK]
+    inc         rsi
+    shl         rsi, 5
+    call        asmbpe_unmap
+    mov         rdi, rbx
+    mov         esi, 4096
+    call        asmbpe_unmap
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int asmbpe_tab_insert(void *tab, const uint8_t *key, uint64_t len,
+;                       uint64_t hash, uint64_t count)
+; Adds count to the key's slot, creating it (copying the bytes into the arena
+; when the table owns its keys).  Grows the table at half full.  0, or
+; ASMBPE_ENOMEM (the table is then unchanged but for the failed key).
+; key must have SPEC §2 front padding (memeq may read 7 bytes before it).
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
+    sub         rsp, 8                          ; 6 pushes + 8: aligned calls
+    mov         rbx, tabq
+    mov         r12, keyq
+    mov         r13, lenq
+    mov         r14, hashq
+    mov         r15, countq
+    mov         rbp, r14
+    and         rbp, [rbx + T_MASK]             ; slot index
+.probe:
+    mov         rax, rbp
+    shl         rax, 5
+    add         rax, [rbx + T_SLOTS]
+    cmp         qword [rax + S_COUNT], 0
+    je          .new
+    cmp         [rax + S_HASH], r14
+    jne         .next
+    cmp         [rax + S_LEN], r13
+    jne         .next
+    mov         [rsp], rax
+    mov         rdi, r12
+    mov         rsi, [rax + S_KEY]
+    add         rsi, [rbx + T_BASE]
+    mov         rdx, r13
+    call        asmbpe_memeq
+    mov         rcx, [rsp]
+    test        eax, eax
+    jnz         .found
+.next:
+    inc         rbp
+    and         rbp, [rbx + T_MASK]
+    jmp         .probe
+.found:
+    add         [rcx + S_COUNT], r15
+    add         [rbx + T_TOTAL], r15
+    xor         eax, eax
+    jmp         .ret
+
+.new:
+    mov         rcx, r12                        ; key: the pointer itself
+    cmp         qword [rbx + T_OWNS_KEYS], 0
+    je          .store
+    mov         rax, [rbx + T_ARENA_USE]        ; copy into the arena
+    add         rax, r13
+    cmp         rax, [rbx + T_ARENA_CAP]
+    jbe         .copy
+    mov         rdx, [rbx + T_ARENA_CAP]        ; grow: max(2 cap, need + 1 MB)
+    add         rdx, rdx
+    add         rax, ARENA_INIT
+    and         rax, -4096
+    cmp         rdx, rax
+    cmovb       rdx, rax
+    mov         [rsp], rdx
+    mov         rdi, [rbx + T_BASE]
+    mov         rsi, [rbx + T_ARENA_CAP]
+    call        asmbpe_remap
+    test        rax, rax
+    jz          .enomem
+    mov         [rbx + T_BASE], rax
+    mov         rdx, [rsp]
+    mov         [rbx + T_ARENA_CAP], rdx
+.copy:
+    mov         rdi, [rbx + T_BASE]
+    add         rdi, [rbx + T_ARENA_USE]
+    mov         rsi, r12
+    mov         rcx, r13
+    rep movsb
+    mov         rcx, [rbx + T_ARENA_USE]        ; key: the arena offset
+    add         [rbx + T_ARENA_USE], r13
+.store:
+    mov         rax, rbp
+    shl         rax, 5
+    add         rax, [rbx + T_SLOTS]
+    mov         [rax + S_HASH], r14
+    mov         [rax + S_KEY], rcx
+    mov         [rax + S_LEN], r13
+    mov         [rax + S_COUNT], r15
+    add         [rbx + T_TOTAL], r15
+    mov         rax, [rbx + T_USED]
+    inc         rax
+    mov         [rbx + T_USED], rax
+    add         rax, rax
+    mov         rdx, [rbx + T_MASK]
+    cmp         rax, rdx
+    jbe         .ok
+    mov         rdi, rbx
+    call        tab_grow
+    jmp         .ret
+.ok:
+    xor         eax, eax
+    jmp         .ret
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+.ret:
+    add         rsp, 8
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; tab_grow (local): rdi = table.  Doubles the slots, rehashing by the stored
+; hashes.  eax = 0 or ASMBPE_ENOMEM (then the table is as it was).
+;-----------------------------------------------------------------------------
+tab_grow:
+    push        rbx
+    push        r12
+    push        r13
+    mov         rbx, rdi
+    mov         rdi, [rbx + T_MASK]
+    inc         rdi
+    shl         rdi, 6                          ; 2 x slots x 32 bytes
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         r12, rax                        ; new slots
+    mov         r13, [rbx + T_MASK]
+    lea         r13, [r13 * 2 + 1]              ; new mask
+    mov         rsi, [rbx + T_SLOTS]
+    mov         r8, [rbx + T_MASK]
+    inc         r8
+    shl         r8, 5
+    add         r8, rsi                         ; end of old slots
+.each:
+    cmp         rsi, r8
+    jae         .swap
+    cmp         qword [rsi + S_COUNT], 0
+    je          .skip
+    mov         rdx, [rsi + S_HASH]
+.find:
+    and         rdx, r13
+    mov         rax, rdx
+    shl         rax, 5
+    add         rax, r12
+    cmp         qword [rax + S_COUNT], 0
+    je          .put
+    inc         rdx
+    jmp         .find
+.put:
+    vmovdqu     xmm0, [rsi]
+    vmovdqu     [rax], xmm0
+    vmovdqu     xmm0, [rsi + 16]
+    vmovdqu     [rax + 16], xmm0
+.skip:
+    add         rsi, SLOT
+    jmp         .each
+.swap:
+    mov         rdi, [rbx + T_SLOTS]
+    mov         rsi, [rbx + T_MASK]
+    inc         rsi
+    shl         rsi, 5
+    mov         [rbx + T_SLOTS], r12
+    mov         [rbx + T_MASK], r13
+    call        asmbpe_unmap
+    xor         eax, eax
+    jmp         .ret
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+.ret:
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;-----------------------------------------------------------------------------
+; The counting context (on asmbpe_count_words' stack) and its worker.
+;-----------------------------------------------------------------------------
+%define C_TEXT      0
+%define C_ENDS      8
+%define C_NDOCS     16
+%define C_NTHREADS  24
+%define C_MAXW      32      ; max word bytes (0: no limit -> all ones)
+%define C_TOTAL     40      ; bytes of text
+%define C_STATUS    48      ; 0 or a negative status set by a worker
+%define C_TABLES    56      ; per-thread table pointers
+%define C_SIZE      (C_TABLES + 8 * MAX_THREADS)
+
+%define CW_BUF      4096                        ; chunk ends per split call
+%define L_CTX       (CW_BUF * 8)
+%define L_TID       (L_CTX + 8)
+%define L_DOC       (L_CTX + 16)
+%define L_DOCEND    (L_CTX + 24)
+%define L_DOCLEN    (L_CTX + 32)
+%define L_POS       (L_CTX + 40)
+%define L_N         (L_CTX + 48)
+%define CW_FRAME    (CW_BUF * 8 + 56)           ; 6 pushes + this: aligned
+
+; first document whose start offset is >= rax; in: rdi = ends, rsi = ndocs.
+; out: rax.  Clobbers rcx, rdx, r8, r9.
+lower_bound_doc:
+    mov         r8, rax                         ; bound
+    xor         eax, eax                        ; lo
+    mov         r9, rsi                         ; hi
+.loop:
+    cmp         rax, r9
+    jae         .ret
+    lea         rcx, [rax + r9]
+    shr         rcx, 1                          ; mid
+    xor         edx, edx
+    test        rcx, rcx
+    jz          .have
+    mov         rdx, [rdi + rcx * 8 - 8]        ; start(mid) = ends[mid - 1]
+.have:
+    cmp         rdx, r8
+    jae         .upper
+    lea         rax, [rcx + 1]
+    jmp         .loop
+.upper:
+    mov         r9, rcx
+    jmp         .loop
+.ret:
+    ret
+
+; void count_worker(ctx, tid): counts the chunks of the documents whose start
+; falls in this thread's share of the bytes into its own table.
+count_worker:
+    push        rbx
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    sub         rsp, CW_FRAME
+    mov         r12, rdi
+    mov         [rsp + L_CTX], rdi
+    mov         [rsp + L_TID], rsi
+    mov         rax, [r12 + C_TOTAL]            ; bytes * tid / n
+    mul         rsi
+    div         qword [r12 + C_NTHREADS]
+    mov         rdi, [r12 + C_ENDS]
+    mov         rsi, [r12 + C_NDOCS]
+    call        lower_bound_doc
+    mov         [rsp + L_DOC], rax
+    mov         rax, [rsp + L_TID]
+    inc         rax
+    mov         rsi, [r12 + C_NDOCS]
+    mov         [rsp + L_DOCEND], rsi
+    cmp         rax, [r12 + C_NTHREADS]
+    jae         .range_done                     ; the last thread: to the end
+    mul         qword [r12 + C_TOTAL]
+    div         qword [r12 + C_NTHREADS]
+    mov         rdi, [r12 + C_ENDS]
+    call        lower_bound_doc
+    mov         [rsp + L_DOCEND], rax
+.range_done:
+    mov         edi, T_INIT_SLOTS
+    xor         esi, esi
+    call        asmbpe_tab_alloc
+    mov         r12, [rsp + L_CTX]
+    mov         rcx, [rsp + L_TID]
+    mov         [r12 + C_TABLES + rcx * 8], rax
+    test        rax, rax
+    jz          .enomem
+
+.doc:
+    mov         r14, [rsp + L_DOC]
+    cmp         r14, [rsp + L_DOCEND]
+    jae         .done
+    lea         rax, [r14 + 1]
+    mov         [rsp + L_DOC], rax
+    mov         rdx, [r12 + C_ENDS]
+    xor         eax, eax
+    test        r14, r14
+    jz          .start
+    mov         rax, [rdx + r14 * 8 - 8]
+.start:
+    mov         rcx, [rdx + r14 * 8]
+    sub         rcx, rax
+    mov         [rsp + L_DOCLEN], rcx
+    mov         rbx, [r12 + C_TEXT]
+    add         rbx, rax                        ; the document
+    mov         qword [rsp + L_POS], 0
+.split:
+    mov         rdi, rbx
+    mov         rsi, [rsp + L_DOCLEN]
+    mov         rdx, [rsp + L_POS]
+    mov         rcx, rsp
+    mov         r8d, CW_BUF
+    call        asmbpe_split_offsets
+    mov         [rsp + L_N], rax
+    lea         r14, [rsp + rax * 8]            ; end of the chunk ends
+    mov         r15, rsp
+    mov         rbp, [rsp + L_POS]              ; start of the next chunk
+.chunk:
+    cmp         r15, r14
+    jae         .chunks_done
+    mov         r13, [r15]
+    add         r15, 8
+    mov         rdx, r13
+    sub         rdx, rbp                        ; len
+    cmp         rdx, [r12 + C_MAXW]
+    ja          .skip
+    lea         rsi, [rbx + rbp]                ; key
+    HASH_BYTES  rsi, rdx, r8, r9, r10
+    mov         rcx, [rsp + L_TID]
+    mov         rdi, [r12 + C_TABLES + rcx * 8]
+    mov         rcx, r8
+    mov         r8d, 1
+    call        asmbpe_tab_insert
+    test        eax, eax
+    jnz         .fail
+.skip:
+    mov         rbp, r13
+    jmp         .chunk
+.chunks_done:
+    cmp         qword [rsp + L_N], CW_BUF
+    jb          .doc
+    mov         [rsp + L_POS], rbp
+    jmp         .split
+
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+.fail:
+    mov         [r12 + C_STATUS], rax           ; any worker's failure
+.done:
+    add         rsp, CW_FRAME
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    pop         rbx
+    ret
+
+;-----------------------------------------------------------------------------
+; asmbpe_wordtab *asmbpe_wordtab_new(void)         NULL when out of memory
+; void asmbpe_wordtab_free(asmbpe_wordtab *t)
+; int64_t asmbpe_wordtab_size(const asmbpe_wordtab *t)       unique words
+; int64_t asmbpe_wordtab_key_bytes(const asmbpe_wordtab *t)  their bytes
+; uint64_t asmbpe_wordtab_total(const asmbpe_wordtab *t)     chunks counted
+;-----------------------------------------------------------------------------
+FUNC asmbpe_wordtab_new, 0, 1, 0
+    mov         edi, T_INIT_SLOTS
+    mov         esi, 1
+    jmp         asmbpe_tab_alloc
+ENDFUNC
+
+FUNC asmbpe_wordtab_free, 1, 1, 0, t
+    jmp         asmbpe_tab_free
+ENDFUNC
+
+FUNC asmbpe_wordtab_size, 1, 1, 0, t
+    mov         rax, [tq + T_USED]
+    RET
+ENDFUNC
+
+FUNC asmbpe_wordtab_key_bytes, 1, 1, 0, t
+    mov         rax, [tq + T_ARENA_USE]
+    sub         rax, PAD
+    RET
+ENDFUNC
+
+FUNC asmbpe_wordtab_total, 1, 1, 0, t
+    mov         rax, [tq + T_TOTAL]
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
+;                            const uint64_t *doc_ends, uint64_t n_docs,
+;                            uint64_t threads, uint64_t max_word_bytes)
+;
+; Splits documents text[doc_ends[i-1], doc_ends[i]) (the first starts at 0)
+; into chunks (SPEC §3) and adds each chunk of at most max_word_bytes bytes
+; (0: no limit) to t.  Threads each count the documents that start in their
+; share of the bytes into their own table; the tables are then merged into t.
+; Returns the unique words in t, or ASMBPE_EINVAL (threads 0 or more than
+; MAX_THREADS), ASMBPE_ENOMEM, ASMBPE_ETHREAD.  text has SPEC §2 padding.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_count_words, 6, 14, 0, t, text, ends, ndocs, threads, maxw
+    sub         rsp, C_SIZE                     ; 5 pushes + C_SIZE: aligned
+    mov         rbx, tq
+    mov         eax, ASMBPE_EINVAL
+    test        threadsq, threadsq
+    jz          .ret
+    cmp         threadsq, MAX_THREADS
+    ja          .ret
+    mov         [rsp + C_TEXT], textq
+    mov         [rsp + C_ENDS], endsq
+    mov         [rsp + C_NDOCS], ndocsq
+    mov         [rsp + C_NTHREADS], threadsq
+    test        maxwq, maxwq
+    jnz         .maxw
+    dec         maxwq                           ; no limit
+.maxw:
+    mov         [rsp + C_MAXW], maxwq
+    xor         eax, eax
+    test        ndocsq, ndocsq
+    jz          .total
+    mov         rax, [endsq + ndocsq * 8 - 8]
+.total:
+    mov         [rsp + C_TOTAL], rax
+    mov         qword [rsp + C_STATUS], 0
+    mov         r12, threadsq
+    lea         rdi, [rsp + C_TABLES]
+    mov         ecx, MAX_THREADS
+    xor         eax, eax
+    rep stosq
+    mov         rax, [rbx + T_USED]
+    cmp         qword [rsp + C_TOTAL], 0
+    je          .ret
+    lea         rdi, [count_worker]
+    mov         rsi, rsp
+    mov         rdx, r12
+    call        asmbpe_parallel
+    test        eax, eax
+    jnz         .ret_status
+
+    xor         r13d, r13d                      ; merge thread tables into t
+.merge_table:
+    cmp         r13, r12
+    jae         .merged
+    mov         r14, [rsp + C_TABLES + r13 * 8]
+    test        r14, r14
+    jz          .next_table
+    mov         r15, [r14 + T_SLOTS]
+    mov         rbp, [r14 + T_MASK]
+    inc         rbp
+    shl         rbp, 5
+    add         rbp, r15                        ; end of slots
+.merge_slot:
+    cmp         r15, rbp
+    jae         .free_table
+    mov         r8, [r15 + S_COUNT]
+    test        r8, r8
+    jz          .merge_next
+    mov         rdi, rbx
+    mov         rsi, [r15 + S_KEY]
+    mov         rdx, [r15 + S_LEN]
+    mov         rcx, [r15 + S_HASH]
+    call        asmbpe_tab_insert
+    test        eax, eax
+    jz          .merge_next
+    mov         [rsp + C_STATUS], rax
+.merge_next:
+    add         r15, SLOT
+    jmp         .merge_slot
+.free_table:
+    mov         rdi, r14
+    call        asmbpe_tab_free
+.next_table:
+    inc         r13
+    jmp         .merge_table
+.merged:
+    mov         rax, [rsp + C_STATUS]
+    test        rax, rax
+    jnz         .ret
+    mov         rax, [rbx + T_USED]
+    jmp         .ret
+.ret_status:
+    movsxd      rax, eax
+.ret:
+    add         rsp, C_SIZE
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_wordtab_export(const asmbpe_wordtab *t, uint8_t *bytes,
+;                               uint64_t *ends, uint64_t *counts)
+; Writes every word of t (table order): its bytes concatenated into bytes
+; (asmbpe_wordtab_key_bytes of them), the end offset of each in ends and its
+; count in counts (asmbpe_wordtab_size entries each).  Returns the words.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_wordtab_export, 4, 12, 0, t, bytes, ends, counts
+    mov         rbx, tq
+    mov         r8, [rbx + T_SLOTS]
+    mov         r9, [rbx + T_MASK]
+    inc         r9
+    shl         r9, 5
+    add         r9, r8                          ; end of slots
+    mov         r10, bytesq
+    xor         r11d, r11d                      ; bytes written
+    xor         eax, eax                        ; words written
+    mov         rbp, endsq
+    mov         r14, countsq
+.slot:
+    cmp         r8, r9
+    jae         .ret
+    mov         rdx, [r8 + S_COUNT]
+    test        rdx, rdx
+    jz          .next
+    mov         [r14 + rax * 8], rdx
+    mov         rsi, [r8 + S_KEY]
+    add         rsi, [rbx + T_BASE]
+    lea         rdi, [r10 + r11]
+    mov         rcx, [r8 + S_LEN]
+    add         r11, rcx
+    rep movsb
+    mov         [rbp + rax * 8], r11
+    inc         rax
+.next:
+    add         r8, SLOT
+    jmp         .slot
+.ret:
+    RET
+ENDFUNC

@@ -1,0 +1,335 @@
+;-----------------------------------------------------------------------------
+; threads.asm — memory and threads without libc: mmap/munmap/mremap with a
+; count of mapped bytes (and its peak), a fork-join runner on raw clone
+; threads, and a barrier (spin, then futex).
+;
+; Threads made here run only our assembly: no TLS is set up (they share the
+; caller's fs base, which our code never uses), all signals are blocked in
+; them, and each has its own mmap'ed stack, unmapped after the join.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%define THREADS_HERE
+%include "sys.inc"
+
+section .bss
+align 64
+mapped_now:     resq 1                          ; bytes mapped by the library
+mapped_peak:    resq 1
+
+section .text
+
+;-----------------------------------------------------------------------------
+; void *asmbpe_map(size_t bytes)
+; Anonymous read-write zeroed pages; NULL on failure.  Counts the bytes.
+; Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_map, 1, 1, 0, bytes
+    push        rbx
+    mov         rbx, bytesq
+    mov         rsi, bytesq
+    xor         edi, edi
+    mov         edx, PROT_RW
+    mov         r10d, MAP_PRIVATE_ANON
+    mov         r8, -1
+    xor         r9d, r9d
+    mov         eax, SYS_MMAP
+    syscall
+    cmp         rax, -4095
+    jae         .fail
+    lock xadd   [mapped_now], rbx
+    add         rbx, rsi                        ; new total (rsi = bytes)
+.peak:
+    mov         rcx, [mapped_peak]
+    cmp         rbx, rcx
+    jbe         .done
+    push        rax
+    mov         rax, rcx
+    lock cmpxchg [mapped_peak], rbx
+    pop         rax
+    jne         .peak
+.done:
+    pop         rbx
+    RET
+.fail:
+    xor         eax, eax
+    pop         rbx
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_unmap(void *p, size_t bytes)      (p may be NULL)
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_unmap, 2, 2, 0, p, bytes
+    test        pq, pq
+    jz          .ret
+    mov         rax, bytesq
+    neg         rax
+    lock add    [mapped_now], rax
+    mov         eax, SYS_MUNMAP
+    syscall
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void *asmbpe_remap(void *p, size_t old_bytes, size_t new_bytes)
+; Grows (or shrinks) a mapping, moving it if needed; NULL on failure (p is
+; then still valid).
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_remap, 3, 3, 0, p, old, new
+    push        rbx
+    mov         rbx, newq
+    sub         rbx, oldq                       ; change in bytes
+    mov         r10d, MREMAP_MAYMOVE
+    mov         eax, SYS_MREMAP
+    syscall
+    cmp         rax, -4095
+    jae         .fail
+    lock add    [mapped_now], rbx
+    mov         rcx, [mapped_now]
+    cmp         rcx, [mapped_peak]
+    jbe         .done
+    mov         [mapped_peak], rcx              ; racy max: a statistic only
+.done:
+    pop         rbx
+    RET
+.fail:
+    xor         eax, eax
+    pop         rbx
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; uint64_t asmbpe_mapped_peak(int reset)
+; Peak bytes mapped by the library since the last reset; reset != 0 sets the
+; peak to what is mapped now.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_mapped_peak, 1, 1, 0, reset
+    mov         rax, [mapped_peak]
+    test        resetd, resetd
+    jz          .ret
+    mov         rcx, [mapped_now]
+    mov         [mapped_peak], rcx
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int asmbpe_parallel(void (*fn)(void *ctx, uint64_t tid), void *ctx,
+;                     uint64_t nthreads)
+;
+; Runs fn(ctx, tid) for tid = 0 .. nthreads-1, tid 0 on the calling thread,
+; the others on new threads, and returns when all have returned: 0.  Either
+; every tid runs or none does: the new threads first wait at a start gate
+; that opens only once all of them exist; if a stack or a thread cannot be
+; had, the gate tells them to exit and the call returns ASMBPE_ENOMEM or
+; ASMBPE_ETHREAD (nthreads 0 or > MAX_THREADS: ASMBPE_EINVAL).  So fn may
+; use barriers of nthreads.  fn must keep the System V ABI.
+;
+; Per thread: a THREAD_STACK stack from mmap; at its top the launch record
+; {fn, ctx, tid, gate pointer} and the join word (1, cleared by the kernel
+; when the thread has exited: CLONE_CHILD_CLEARTID; futex-waited on).
+;-----------------------------------------------------------------------------
+%define LR_FN       (THREAD_STACK - 64)
+%define LR_CTX      (THREAD_STACK - 56)
+%define LR_TID      (THREAD_STACK - 48)
+%define LR_GATE     (THREAD_STACK - 40)
+%define LR_JOIN     (THREAD_STACK - 32)         ; u32, the kernel clears it
+%define LR_STACKTOP (THREAD_STACK - 64)         ; 16-aligned, below the record
+%define GATE_WAIT   0
+%define GATE_GO     1
+%define GATE_ABORT  2
+%define F_STACKS    0                           ; frame: stacks[MAX_THREADS]
+%define F_GATE      (8 * MAX_THREADS)           ; u32 gate
+%define F_SIZE      (8 * MAX_THREADS + 24)      ; rsp % 16 == 0 after pushes
+
+HIDDEN
+FUNC asmbpe_parallel, 3, 15, 0, fn, ctx, n
+    sub         rsp, F_SIZE
+    mov         r12, fnq
+    mov         r13, ctxq
+    mov         r14, nq
+    mov         dword [rsp + F_GATE], GATE_WAIT
+    mov         eax, ASMBPE_EINVAL
+    test        r14, r14
+    jz          .ret
+    cmp         r14, MAX_THREADS
+    ja          .ret
+    mov         r15d, 1                         ; next tid to start
+.spawn:
+    cmp         r15, r14
+    jae         .open_gate
+    mov         qword [rsp + F_STACKS + r15 * 8], 0
+    mov         edi, THREAD_STACK
+    call        asmbpe_map
+    mov         ebp, ASMBPE_ENOMEM
+    test        rax, rax
+    jz          .abort
+    mov         [rsp + F_STACKS + r15 * 8], rax
+    mov         rbx, rax
+    mov         [rbx + LR_FN], r12
+    mov         [rbx + LR_CTX], r13
+    mov         [rbx + LR_TID], r15
+    lea         rax, [rsp + F_GATE]
+    mov         [rbx + LR_GATE], rax
+    mov         dword [rbx + LR_JOIN], 1
+    mov         edi, CLONE_THREAD_FLAGS
+    lea         rsi, [rbx + LR_STACKTOP]
+    xor         edx, edx
+    lea         r10, [rbx + LR_JOIN]
+    xor         r8d, r8d
+    mov         eax, SYS_CLONE
+    syscall
+    test        rax, rax
+    jz          .child
+    mov         ebp, ASMBPE_ETHREAD
+    js          .abort_free
+    inc         r15
+    jmp         .spawn
+
+.open_gate:
+    mov         esi, GATE_GO
+    call        .set_gate
+    mov         rdi, r13
+    xor         esi, esi
+    call        r12                             ; tid 0 here
+    xor         ebp, ebp
+    jmp         .join_all
+
+.abort_free:                                    ; this stack has no thread
+    mov         rdi, rbx
+    mov         esi, THREAD_STACK
+    call        asmbpe_unmap
+    mov         qword [rsp + F_STACKS + r15 * 8], 0
+.abort:
+    mov         esi, GATE_ABORT
+    call        .set_gate
+.join_all:
+    mov         r14, r15                        ; threads 1 .. r15-1 exist
+    mov         r15d, 1
+.join:
+    cmp         r15, r14
+    jae         .joined
+    mov         rbx, [rsp + F_STACKS + r15 * 8]
+.join_wait:
+    mov         edx, [rbx + LR_JOIN]
+    test        edx, edx
+    jz          .join_free
+    lea         rdi, [rbx + LR_JOIN]
+    mov         esi, FUTEX_WAIT
+    xor         r10d, r10d
+    mov         eax, SYS_FUTEX
+    syscall
+    jmp         .join_wait
+.join_free:
+    mov         rdi, rbx
+    mov         esi, THREAD_STACK
+    call        asmbpe_unmap
+    inc         r15
+    jmp         .join
+.joined:
+    mov         eax, ebp
+.ret:
+    add         rsp, F_SIZE
+    RET
+
+.set_gate:                                      ; esi = GATE_GO / GATE_ABORT
+    mov         [rsp + 8 + F_GATE], esi         ; (+8: our return address)
+    lea         rdi, [rsp + 8 + F_GATE]
+    mov         esi, FUTEX_WAKE
+    mov         edx, 0x7FFFFFFF
+    mov         eax, SYS_FUTEX
+    syscall
+    ret
+
+.child:                                         ; rsp = LR_STACKTOP
+    sub         rsp, 128                        ; sigset, below the record
+    mov         qword [rsp], -1
+    mov         edi, SIG_BLOCK
+    mov         rsi, rsp
+    xor         edx, edx
+    mov         r10d, 8
+    mov         eax, SYS_RT_SIGPROCMASK
+    syscall
+    add         rsp, 128
+    mov         rbx, [rsp + LR_GATE - LR_STACKTOP]
+.gate:
+    mov         edx, [rbx]
+    cmp         edx, GATE_WAIT
+    jne         .gate_open
+    mov         rdi, rbx
+    mov         esi, FUTEX_WAIT
+    xor         r10d, r10d
+    mov         eax, SYS_FUTEX
+    syscall
+    jmp         .gate
+.gate_open:
+    cmp         edx, GATE_GO
+    jne         .child_exit
+    mov         rdi, [rsp + LR_CTX - LR_STACKTOP]
+    mov         rsi, [rsp + LR_TID - LR_STACKTOP]
+    call        [rsp + LR_FN - LR_STACKTOP]
+.child_exit:
+    xor         edi, edi
+    mov         eax, SYS_EXIT                   ; this thread only
+    syscall
+    ud2
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_barrier_init(uint32_t *bar /* 4 x u32 */, uint32_t n)
+; void asmbpe_barrier_wait(uint32_t *bar)
+;
+; All n threads wait until the last arrives.  Spins a while (pause), then
+; sleeps on a futex, so more threads than cores still make progress.
+; Full memory barrier semantics (lock-prefixed ops).
+;-----------------------------------------------------------------------------
+%define BARRIER_SPINS 4000
+
+HIDDEN
+FUNC asmbpe_barrier_init, 2, 2, 0, bar, n
+    mov         [barq + BAR_COUNT], nd
+    mov         [barq + BAR_N], nd
+    mov         dword [barq + BAR_GEN], 0
+    RET
+ENDFUNC
+
+HIDDEN
+FUNC asmbpe_barrier_wait, 1, 1, 0, bar
+    mov         r8d, [barq + BAR_GEN]           ; generation we wait out
+    mov         eax, -1
+    lock xadd   [barq + BAR_COUNT], eax
+    cmp         eax, 1
+    jne         .wait
+    mov         eax, [barq + BAR_N]             ; last: reset, advance, wake
+    mov         [barq + BAR_COUNT], eax
+    lock inc    dword [barq + BAR_GEN]
+    lea         rdi, [barq + BAR_GEN]
+    mov         esi, FUTEX_WAKE
+    mov         edx, 0x7FFFFFFF
+    mov         eax, SYS_FUTEX
+    syscall
+    RET
+.wait:
+    mov         ecx, BARRIER_SPINS
+.spin:
+    cmp         [barq + BAR_GEN], r8d
+    jne         .done
+    pause
+    dec         ecx
+    jnz         .spin
+.sleep:
+    lea         rdi, [barq + BAR_GEN]
+    mov         esi, FUTEX_WAIT
+    mov         edx, r8d
+    xor         r10d, r10d
+    mov         eax, SYS_FUTEX
+    syscall
+    cmp         [rdi], r8d                      ; rdi = &GEN (syscall keeps it)
+    je          .sleep
+.done:
+    RET
+ENDFUNC
