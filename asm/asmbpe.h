@@ -74,6 +74,31 @@ int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
 int64_t asmbpe_wordtab_export(const asmbpe_wordtab *t, uint8_t *bytes,
                               uint64_t *ends, uint64_t *counts);
 
+/* train.asm: learn up to n_merges merges (SPEC §4) from the words of t.
+ * merges[i] = left | right << 16 makes token 256 + i; counts[i] its count.
+ * Stops early when no pair has min_count (0 counts as 1).  flags: ASMBPE_NAIVE
+ * (one thread; every pair recounted for every merge), ASMBPE_VERIFY (recount
+ * at the end and compare; winning counts must never go up).  stats: at least
+ * ASMBPE_TS_COUNT entries.  Returns the merges learned, ASMBPE_EVERIFY (merges
+ * and stats still written; the stats name the first violation), or another
+ * negative status. */
+enum {
+    ASMBPE_NAIVE = 1,
+    ASMBPE_VERIFY = 2,
+    ASMBPE_EVERIFY = -5,
+    ASMBPE_TS_CYC_LAYOUT = 0, ASMBPE_TS_CYC_PAIRS, ASMBPE_TS_CYC_LOOP,
+    ASMBPE_TS_CYC_SCAN, ASMBPE_TS_CYC_APPLY, ASMBPE_TS_CYC_HEAP,
+    ASMBPE_TS_CYC_VERIFY, ASMBPE_TS_CYC_COMPACT,
+    ASMBPE_TS_WORDS, ASMBPE_TS_TOKENS, ASMBPE_TS_PAIRS, ASMBPE_TS_MERGES,
+    ASMBPE_TS_REWRITTEN, ASMBPE_TS_COMPACTIONS,
+    ASMBPE_TS_VERIFY_MERGE, ASMBPE_TS_VERIFY_PAIR, ASMBPE_TS_VERIFY_KEPT,
+    ASMBPE_TS_VERIFY_TRUE, ASMBPE_TS_THREADS, ASMBPE_TS_PEAK_BYTES,
+    ASMBPE_TS_COUNT
+};
+int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
+                     uint64_t min_count, uint64_t threads, uint64_t flags,
+                     uint32_t *merges, uint64_t *counts, uint64_t *stats);
+
 /* threads.asm: peak bytes the library has had mapped; reset != 0 restarts the
  * peak from what is mapped now. */
 uint64_t asmbpe_mapped_peak(int reset);

@@ -1,0 +1,1628 @@
+;-----------------------------------------------------------------------------
+; train.asm — BPE training (SPEC §4) over the words counted by count.asm:
+; layout as u16 runs separated by SEP, an exact pair table, a max-heap with
+; lazy deletion, and the merge loop: every thread scans its share of the
+; words with vpcmpeqw for the chosen pair, rewrites each word it hits in
+; place (left to right, non-overlapping) and collects the exact pair-count
+; changes in its own delta map; thread 0 then applies the deltas, pushes
+; pairs whose count went up, and takes the next pair from the heap.
+; naive mode recounts every pair for every merge; verify recounts at the end.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "wordtab.inc"
+%include "train.inc"
+
+%define ASMBPE_EVERIFY  -5
+
+%macro RDTSC64 0                        ; rax = time stamp counter (clobbers rdx)
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+%endmacro
+
+section .text
+
+;=============================================================================
+; pair table: slots {u32 key, u32 pad, u64 count}; key EMPTY_KEY = free
+;=============================================================================
+
+; pt_fill_empty: rdi = slots, rsi = nslots.  Clobbers rax, rcx, rdi.
+pt_fill_empty:
+    mov         rcx, rsi
+    add         rcx, rcx                        ; qwords
+    mov         rax, -1
+    rep stosq
+    ret
+
+; pt_lookup: rdi = ctx, esi = P -> rax = its slot, or the free slot where it
+; would go.  Clobbers rcx, rdx, r8.
+pt_lookup:
+    mov         eax, esi
+    mov         rdx, PAIR_HASH_K
+    imul        rax, rdx
+    shr         rax, 32
+    mov         r8, [rdi + X_PTMASK]
+    mov         rcx, [rdi + X_PT]
+.probe:
+    and         rax, r8
+    mov         rdx, rax
+    shl         rdx, 4
+    add         rdx, rcx
+    cmp         [rdx + PS_KEY], esi
+    je          .found
+    cmp         dword [rdx + PS_KEY], EMPTY_KEY
+    je          .found
+    inc         rax
+    jmp         .probe
+.found:
+    mov         rax, rdx
+    ret
+
+; pt_get: rdi = ctx, esi = P -> rax = count (0 when absent).
+; Clobbers rcx, rdx, r8.
+pt_get:
+    call        pt_lookup
+    cmp         [rax + PS_KEY], esi
+    jne         .absent
+    mov         rax, [rax + PS_VAL]
+    ret
+.absent:
+    xor         eax, eax
+    ret
+
+; pt_add: rdi = ctx, esi = P, rdx = delta -> rax = the new count.  Inserts
+; the pair if absent; grows the table past half full (on failure sets
+; X_STATUS).  Clobbers rcx, rdx, r8-r11.
+pt_add:
+    mov         r9, rdx
+    call        pt_lookup
+    cmp         [rax + PS_KEY], esi
+    je          .have
+    mov         [rax + PS_KEY], esi
+    mov         [rax + PS_VAL], r9
+    mov         r9, [rax + PS_VAL]
+    mov         rax, [rdi + X_PTUSED]
+    inc         rax
+    mov         [rdi + X_PTUSED], rax
+    add         rax, rax
+    cmp         rax, [rdi + X_PTMASK]
+    jbe         .new_done
+    push        r9
+    push        rsi
+    call        pt_grow
+    pop         rsi
+    pop         r9
+.new_done:
+    mov         rax, r9
+    ret
+.have:
+    add         [rax + PS_VAL], r9
+    mov         rax, [rax + PS_VAL]
+    ret
+
+; pt_alloc: rdi = ctx, rsi = nslots (power of two).  eax = 0 or ENOMEM.
+pt_alloc:
+    push        rbx
+    push        r12
+    push        r13
+    mov         rbx, rdi
+    mov         r12, rsi
+    mov         rdi, rsi
+    shl         rdi, 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [rbx + X_PT], rax
+    lea         rcx, [r12 - 1]
+    mov         [rbx + X_PTMASK], rcx
+    mov         qword [rbx + X_PTUSED], 0
+    mov         rdi, rax
+    mov         rsi, r12
+    call        pt_fill_empty
+    xor         eax, eax
+    jmp         .ret
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+.ret:
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+; pt_free: rdi = ctx
+pt_free:
+    push        rbx
+    mov         rbx, rdi
+    mov         rdi, [rbx + X_PT]
+    mov         rsi, [rbx + X_PTMASK]
+    inc         rsi
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         qword [rbx + X_PT], 0
+    pop         rbx
+    ret
+
+; pt_grow: rdi = ctx.  Doubles the table.  Keeps rdi.
+pt_grow:
+    push        rbx
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    push        rdi
+    mov         rbx, rdi
+    mov         r12, [rbx + X_PT]               ; old slots
+    mov         r13, [rbx + X_PTMASK]
+    inc         r13                             ; old nslots
+    lea         rsi, [r13 * 2]
+    call        pt_alloc
+    test        eax, eax
+    jnz         .fail
+    mov         r14, r12
+    mov         r15, r13
+    shl         r15, 4
+    add         r15, r12                        ; end of old slots
+.each:
+    cmp         r14, r15
+    jae         .done
+    mov         esi, [r14 + PS_KEY]
+    cmp         esi, EMPTY_KEY
+    je          .next
+    mov         rdi, rbx
+    call        pt_lookup
+    mov         [rax + PS_KEY], esi
+    mov         rcx, [r14 + PS_VAL]
+    mov         [rax + PS_VAL], rcx
+    inc         qword [rbx + X_PTUSED]
+.next:
+    add         r14, PSLOT
+    jmp         .each
+.done:
+    mov         rdi, r12
+    mov         rsi, r13
+    shl         rsi, 4
+    call        asmbpe_unmap
+    jmp         .ret
+.fail:                                          ; keep the old table
+    mov         [rbx + X_PT], r12
+    lea         rcx, [r13 - 1]
+    mov         [rbx + X_PTMASK], rcx
+    mov         qword [rbx + X_STATUS], ASMBPE_ENOMEM
+.ret:
+    pop         rdi
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; heap: entries {u64 count, u64 P}; the best is the highest count, then the
+; smallest P.  BETTER x, y (regs: counts cx, cy, pairs px, py): CF-free test,
+; jumps to %5 when x is better than y.
+;=============================================================================
+%macro JBETTER 5
+    cmp         %1, %2
+    ja          %5
+    jb          %%no
+    cmp         %3, %4
+    jb          %5
+%%no:
+%endmacro
+
+; heap_push: rdi = ctx, rsi = count, rdx = P.  Clobbers rax, rcx, r8-r11.
+heap_push:
+    mov         rax, [rdi + X_HN]
+    cmp         rax, [rdi + X_HCAP]
+    jb          .room
+    push        rsi
+    push        rdx
+    push        rdi
+    mov         rsi, [rdi + X_HCAP]
+    shl         rsi, 4                          ; old bytes
+    lea         rdx, [rsi * 2]
+    mov         rdi, [rdi + X_H]
+    call        asmbpe_remap
+    pop         rdi
+    pop         rdx
+    pop         rsi
+    test        rax, rax
+    jz          .enomem
+    mov         [rdi + X_H], rax
+    shl         qword [rdi + X_HCAP], 1
+    mov         rax, [rdi + X_HN]
+.room:
+    mov         r8, [rdi + X_H]
+    lea         rcx, [rax + 1]
+    mov         [rdi + X_HN], rcx
+.up:                                            ; rax = hole
+    test        rax, rax
+    jz          .place
+    lea         r9, [rax - 1]
+    shr         r9, 1                           ; parent
+    mov         r10, r9
+    shl         r10, 4
+    mov         r11, [r8 + r10 + HE_COUNT]
+    mov         rcx, [r8 + r10 + HE_PAIR]
+    JBETTER     rsi, r11, rdx, rcx, .move_up
+    jmp         .place
+.move_up:
+    mov         r10, rax
+    shl         r10, 4
+    mov         [r8 + r10 + HE_COUNT], r11
+    mov         [r8 + r10 + HE_PAIR], rcx
+    mov         rax, r9
+    jmp         .up
+.place:
+    shl         rax, 4
+    mov         [r8 + rax + HE_COUNT], rsi
+    mov         [r8 + rax + HE_PAIR], rdx
+    ret
+.enomem:
+    mov         qword [rdi + X_STATUS], ASMBPE_ENOMEM
+    ret
+
+; heap_pop: rdi = ctx (HN > 0).  Removes the top.  Clobbers rax, rcx, rdx,
+; rsi, r8-r11.
+heap_pop:
+    mov         r8, [rdi + X_H]
+    mov         r9, [rdi + X_HN]
+    dec         r9
+    mov         [rdi + X_HN], r9
+    mov         rax, r9
+    shl         rax, 4
+    mov         rsi, [r8 + rax + HE_COUNT]      ; the last entry sinks from 0
+    mov         rdx, [r8 + rax + HE_PAIR]
+    xor         eax, eax                        ; hole
+.down:
+    lea         r10, [rax * 2 + 1]              ; left child
+    cmp         r10, r9
+    jae         .place
+    mov         r11, r10
+    shl         r11, 4
+    lea         rcx, [r10 + 1]
+    cmp         rcx, r9
+    jae         .one_child
+    mov         rcx, [r8 + r11 + HE_COUNT + HENT]
+    push        rax
+    mov         rax, [r8 + r11 + HE_PAIR + HENT]
+    JBETTER     rcx, [r8 + r11 + HE_COUNT], rax, [r8 + r11 + HE_PAIR], .right
+    pop         rax
+    jmp         .one_child
+.right:
+    pop         rax
+    inc         r10
+    add         r11, HENT
+.one_child:                                     ; r10 = best child, r11 = its offset
+    mov         rcx, [r8 + r11 + HE_COUNT]
+    push        rax
+    mov         rax, [r8 + r11 + HE_PAIR]
+    JBETTER     rcx, rsi, rax, rdx, .move_down
+    pop         rax
+    jmp         .place
+.move_down:
+    mov         rcx, rax                        ; child's pair
+    pop         rax
+    push        rdx
+    mov         rdx, rax
+    shl         rdx, 4
+    mov         [r8 + rdx + HE_PAIR], rcx
+    mov         rcx, [r8 + r11 + HE_COUNT]
+    mov         [r8 + rdx + HE_COUNT], rcx
+    pop         rdx
+    mov         rax, r10
+    jmp         .down
+.place:
+    shl         rax, 4
+    mov         [r8 + rax + HE_COUNT], rsi
+    mov         [r8 + rax + HE_PAIR], rdx
+    ret
+
+;=============================================================================
+; delta maps (one per thread): slots {u32 key, u32 pad, i64 delta}, and the
+; list of slot indices in use so clearing costs only what was used.
+;=============================================================================
+
+; dm_alloc: -> rax = map or 0.
+dm_alloc:
+    push        rbx
+    mov         edi, 4096
+    call        asmbpe_map
+    test        rax, rax
+    jz          .ret
+    mov         rbx, rax
+    mov         edi, DM_INIT * PSLOT
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [rbx + DM_SLOTS], rax
+    mov         qword [rbx + DM_MASK], DM_INIT - 1
+    mov         rdi, rax
+    mov         esi, DM_INIT
+    call        pt_fill_empty
+    mov         edi, DM_INIT * 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [rbx + DM_LIST], rax
+    mov         rax, rbx
+.ret:
+    pop         rbx
+    ret
+.fail:
+    mov         rdi, rbx
+    call        dm_free
+    xor         eax, eax
+    pop         rbx
+    ret
+
+; dm_free: rdi = map (or 0)
+dm_free:
+    test        rdi, rdi
+    jz          .ret
+    push        rbx
+    mov         rbx, rdi
+    mov         rsi, [rbx + DM_MASK]
+    inc         rsi
+    push        rsi
+    shl         rsi, 4
+    mov         rdi, [rbx + DM_SLOTS]
+    call        asmbpe_unmap
+    pop         rsi
+    shl         rsi, 2
+    mov         rdi, [rbx + DM_LIST]
+    call        asmbpe_unmap
+    mov         rdi, rbx
+    mov         esi, 4096
+    call        asmbpe_unmap
+    pop         rbx
+.ret:
+    ret
+
+; dm_add: rbx = map, esi = P, rdx = delta.  Clobbers rax, rcx, r8, r9.
+dm_add:
+    mov         eax, esi
+    mov         rcx, PAIR_HASH_K
+    imul        rax, rcx
+    shr         rax, 32
+    mov         r8, [rbx + DM_SLOTS]
+.probe:
+    and         rax, [rbx + DM_MASK]
+    mov         rcx, rax
+    shl         rcx, 4
+    cmp         [r8 + rcx + PS_KEY], esi
+    je          .add
+    cmp         dword [r8 + rcx + PS_KEY], EMPTY_KEY
+    je          .new
+    inc         rax
+    jmp         .probe
+.add:
+    add         [r8 + rcx + PS_VAL], rdx
+    ret
+.new:
+    mov         r9, [rbx + DM_USED]
+    cmp         r9, [rbx + DM_MASK]
+    jae         .ret                            ; full after a failed grow: the
+                                                ; run fails with DM_STATUS set
+    mov         [r8 + rcx + PS_KEY], esi
+    mov         [r8 + rcx + PS_VAL], rdx
+    mov         rcx, [rbx + DM_LIST]
+    mov         [rcx + r9 * 4], eax
+    inc         r9
+    mov         [rbx + DM_USED], r9
+    add         r9, r9
+    cmp         r9, [rbx + DM_MASK]
+    jbe         .ret
+    jmp         dm_grow                         ; tail call
+.ret:
+    ret
+
+; dm_grow: rbx = map.  Doubles slots and list.  Keeps rsi, rdx, rdi, r10-r15.
+dm_grow:
+    push        rsi
+    push        rdx
+    push        rdi
+    push        r10
+    push        r11
+    push        r12
+    push        r13
+    push        r14
+    mov         r12, [rbx + DM_MASK]
+    inc         r12                             ; old nslots
+    lea         rdi, [r12 * 2]
+    shl         rdi, 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         r13, rax                        ; new slots
+    mov         rdi, rax
+    lea         rsi, [r12 * 2]
+    call        pt_fill_empty
+    lea         rdi, [r12 * 8]                  ; new list: 2 x nslots x 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail_slots
+    mov         r14, rax                        ; new list
+    mov         r10, [rbx + DM_SLOTS]
+    lea         r11, [r12 * 2 - 1]              ; new mask
+    xor         r9d, r9d                        ; i over the old list
+.each:
+    cmp         r9, [rbx + DM_USED]
+    jae         .swap
+    mov         rcx, [rbx + DM_LIST]
+    mov         ecx, [rcx + r9 * 4]
+    shl         rcx, 4
+    mov         esi, [r10 + rcx + PS_KEY]
+    mov         rdx, [r10 + rcx + PS_VAL]
+    mov         eax, esi
+    mov         rdi, PAIR_HASH_K
+    imul        rax, rdi
+    shr         rax, 32
+.probe:
+    and         rax, r11
+    mov         rdi, rax
+    shl         rdi, 4
+    cmp         dword [r13 + rdi + PS_KEY], EMPTY_KEY
+    je          .put
+    inc         rax
+    jmp         .probe
+.put:
+    mov         [r13 + rdi + PS_KEY], esi
+    mov         [r13 + rdi + PS_VAL], rdx
+    mov         [r14 + r9 * 4], eax
+    inc         r9
+    jmp         .each
+.swap:
+    mov         rdi, [rbx + DM_SLOTS]
+    mov         rsi, r12
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         rdi, [rbx + DM_LIST]
+    lea         rsi, [r12 * 4]
+    call        asmbpe_unmap
+    mov         [rbx + DM_SLOTS], r13
+    mov         [rbx + DM_LIST], r14
+    mov         [rbx + DM_MASK], r11
+    jmp         .ret
+.fail_slots:
+    mov         rdi, r13
+    lea         rsi, [r12 * 2]
+    shl         rsi, 4
+    call        asmbpe_unmap
+.fail:
+    mov         qword [rbx + DM_STATUS], ASMBPE_ENOMEM
+.ret:
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         r11
+    pop         r10
+    pop         rdi
+    pop         rdx
+    pop         rsi
+    ret
+
+; dm_clear: rbx = map.  Frees the used slots.  Clobbers rax, rcx, rdx, r8.
+dm_clear:
+    mov         r8, [rbx + DM_SLOTS]
+    mov         rdx, [rbx + DM_LIST]
+    mov         rcx, [rbx + DM_USED]
+.each:
+    test        rcx, rcx
+    jz          .done
+    dec         rcx
+    mov         eax, [rdx + rcx * 4]
+    shl         rax, 4
+    mov         dword [r8 + rax + PS_KEY], EMPTY_KEY
+    jmp         .each
+.done:
+    mov         qword [rbx + DM_USED], 0
+    ret
+
+;=============================================================================
+; scan_segment(ctx, dm, klo, khi): finds every word in [klo, khi) holding the
+; pair (X_A, X_B) with the vpcmpeqw scan, rewrites it in place into X_T left
+; to right, non-overlapping, pads its tail with SEP, and adds -count for each
+; pair of the old word and +count for each pair of the new one to dm.
+;=============================================================================
+%define SC_C        0       ; count of the word being rewritten
+%define SC_S        8       ; its start
+%define SC_E        16      ; its end (the SEP after it)
+%define SC_KHI      24
+%define SC_W        32      ; write position after the rewrite
+%define SC_T0       40
+%define SC_FRAME    56      ; 6 pushes + 56: calls aligned
+
+scan_segment:
+    push        rbx
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    sub         rsp, SC_FRAME
+    mov         r12, rdi
+    mov         rbx, rsi
+    mov         rbp, rdx                        ; klo: word holding the cursor
+    mov         [rsp + SC_KHI], rcx
+    RDTSC64
+    mov         [rsp + SC_T0], rax
+    mov         rcx, [rsp + SC_KHI]
+    cmp         rbp, rcx
+    jae         .done
+    mov         rdx, [r12 + X_WS]
+    mov         r14, [rdx + rbp * 8]            ; cursor: first word's start
+    mov         r15, [r12 + X_WLEN]
+    cmp         rcx, [r12 + X_NW]
+    jae         .have_end
+    mov         r15, [rdx + rcx * 8]
+    dec         r15                             ; the SEP before word khi
+.have_end:
+    mov         r13, [r12 + X_W]
+.load_pair:
+    vpbroadcastw ymm14, [r12 + X_A]
+    vpbroadcastw ymm15, [r12 + X_B]
+.scan:
+    cmp         r14, r15
+    jae         .done
+    vmovdqu     ymm0, [r13 + r14 * 2]
+    vmovdqu     ymm1, [r13 + r14 * 2 + 2]
+    vpcmpeqw    ymm0, ymm0, ymm14               ; w[i] == a
+    vpcmpeqw    ymm1, ymm1, ymm15               ; w[i+1] == b
+    vpand       ymm0, ymm0, ymm1
+    vpmovmskb   eax, ymm0
+    test        eax, eax
+    jnz         .hit
+    add         r14, 16
+    jmp         .scan
+.hit:
+    tzcnt       eax, eax
+    shr         eax, 1
+    add         rax, r14                        ; p
+    cmp         rax, r15
+    jae         .done
+    mov         rdx, [r12 + X_WS]               ; last word k with WS[k] <= p
+    mov         rcx, [rsp + SC_KHI]
+.bsearch:
+    lea         r8, [rbp + 1]
+    cmp         r8, rcx
+    jae         .found
+    lea         r8, [rbp + rcx]
+    shr         r8, 1
+    cmp         [rdx + r8 * 8], rax
+    ja          .go_left
+    mov         rbp, r8
+    jmp         .bsearch
+.go_left:
+    mov         rcx, r8
+    jmp         .bsearch
+.found:
+    vzeroupper                                  ; calls ahead
+    mov         rsi, [rdx + rbp * 8]            ; s
+    mov         [rsp + SC_S], rsi
+    mov         rdx, [r12 + X_WC]
+    mov         rcx, [rdx + rbp * 8]
+    mov         [rsp + SC_C], rcx
+    mov         rax, rsi
+.find_end:
+    cmp         word [r13 + rax * 2], SEP
+    je          .have_e
+    inc         rax
+    jmp         .find_end
+.have_e:
+    mov         [rsp + SC_E], rax
+    mov         rdi, [rsp + SC_S]               ; old pairs: -count
+.old:
+    lea         rax, [rdi + 1]
+    cmp         rax, [rsp + SC_E]
+    jae         .rewrite
+    movzx       esi, word [r13 + rdi * 2]
+    shl         esi, 16
+    movzx       eax, word [r13 + rdi * 2 + 2]
+    or          esi, eax
+    mov         rdx, [rsp + SC_C]
+    neg         rdx
+    call        dm_add
+    inc         rdi
+    jmp         .old
+.rewrite:
+    mov         r10, [rsp + SC_S]               ; read
+    mov         r11, r10                        ; write
+    mov         r9, [rsp + SC_E]
+    movzx       r8d, word [r12 + X_A]
+    movzx       edx, word [r12 + X_B]
+    movzx       ecx, word [r12 + X_T]
+    xor         esi, esi                        ; replacements
+.rw:
+    cmp         r10, r9
+    jae         .rw_done
+    movzx       eax, word [r13 + r10 * 2]
+    cmp         eax, r8d
+    jne         .copy
+    movzx       edi, word [r13 + r10 * 2 + 2]   ; (SEP at the end: never b)
+    cmp         edi, edx
+    jne         .copy
+    mov         [r13 + r11 * 2], cx
+    add         r10, 2
+    inc         r11
+    inc         esi
+    jmp         .rw
+.copy:
+    mov         [r13 + r11 * 2], ax
+    inc         r10
+    inc         r11
+    jmp         .rw
+.rw_done:
+    add         [rbx + DM_REPL], rsi
+    inc         qword [rbx + DM_WORDS]
+    mov         [rsp + SC_W], r11
+.fill:
+    cmp         r11, r9
+    jae         .new_pairs
+    mov         word [r13 + r11 * 2], SEP
+    inc         r11
+    jmp         .fill
+.new_pairs:
+    mov         rdi, [rsp + SC_S]               ; new pairs: +count
+.new:
+    lea         rax, [rdi + 1]
+    cmp         rax, [rsp + SC_W]
+    jae         .word_done
+    movzx       esi, word [r13 + rdi * 2]
+    shl         esi, 16
+    movzx       eax, word [r13 + rdi * 2 + 2]
+    or          esi, eax
+    mov         rdx, [rsp + SC_C]
+    call        dm_add
+    inc         rdi
+    jmp         .new
+.word_done:
+    mov         r14, [rsp + SC_E]
+    jmp         .load_pair
+.done:
+    vzeroupper
+    RDTSC64
+    sub         rax, [rsp + SC_T0]
+    add         [rbx + DM_CYC], rax
+    add         rsp, SC_FRAME
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    pop         rbx
+    ret
+
+;=============================================================================
+; choosing and recording merges (thread 0)
+;=============================================================================
+
+; record_merge: rdi = ctx, rsi = count, rdx = P.  Writes merge m, sets X_A,
+; X_B, X_T, counts it, checks the count did not go up.  Clobbers rax-rdx, r8.
+record_merge:
+    mov         r8, [rdi + X_STATS]
+    mov         rax, [r8 + ST_MERGES * 8]       ; m
+    mov         ecx, edx
+    shr         ecx, 16                         ; left
+    mov         [rdi + X_A], rcx
+    movzx       ecx, dx
+    mov         [rdi + X_B], rcx                ; right
+    shl         ecx, 16
+    or          ecx, [rdi + X_A]                ; left | right << 16
+    mov         rdx, [rdi + X_MERGES]
+    mov         [rdx + rax * 4], ecx
+    mov         rdx, [rdi + X_COUNTS]
+    mov         [rdx + rax * 8], rsi
+    test        rax, rax
+    jz          .counted
+    cmp         rsi, [rdx + rax * 8 - 8]
+    jbe         .counted
+    cmp         qword [r8 + ST_VERIFY_MERGE * 8], -1
+    jne         .counted
+    mov         [r8 + ST_VERIFY_MERGE * 8], rax ; the winning count went up
+.counted:
+    lea         rcx, [rax + 256]
+    mov         [rdi + X_T], rcx
+    inc         rax
+    mov         [r8 + ST_MERGES * 8], rax
+    ret
+
+; choose: rdi = ctx.  Takes the best pair from the heap (lazy deletion: a
+; stale top is re-pushed with its real count when lower, dropped when
+; higher) and records it, or sets X_DONE.  Keeps rdi.
+choose:
+    push        rbx
+    push        r12
+    push        r13
+    mov         rbx, rdi
+    mov         r8, [rbx + X_STATS]
+    mov         rax, [r8 + ST_MERGES * 8]
+    cmp         rax, [rbx + X_NMERGES]
+    jae         .done
+.top:
+    cmp         qword [rbx + X_HN], 0
+    je          .done
+    mov         rax, [rbx + X_H]
+    mov         r12, [rax + HE_COUNT]
+    mov         r13, [rax + HE_PAIR]
+    mov         rdi, rbx
+    mov         esi, r13d
+    call        pt_get
+    cmp         rax, r12
+    jne         .stale
+    cmp         rax, [rbx + X_MINCOUNT]
+    jb          .done                           ; (min_count >= 1: also 0)
+    mov         rdi, rbx
+    call        heap_pop
+    mov         rdi, rbx
+    mov         rsi, r12
+    mov         rdx, r13
+    call        record_merge
+    jmp         .ret
+.stale:
+    push        rax
+    push        rax
+    mov         rdi, rbx
+    call        heap_pop
+    pop         rax
+    pop         rsi
+    cmp         rsi, r12
+    jae         .top                            ; higher: a fresher entry exists
+    test        rsi, rsi
+    jz          .top                            ; gone
+    mov         rdi, rbx
+    mov         rdx, r13
+    call        heap_push
+    jmp         .top
+.done:
+    mov         qword [rbx + X_DONE], 1
+.ret:
+    mov         rdi, rbx
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; layout helpers: segments and compaction
+;=============================================================================
+
+; segments: rdi = ctx.  Splits the words into X_NTH runs of about equal
+; positions.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+segments:
+    mov         r8, [rdi + X_NTH]
+    mov         r9, [rdi + X_NW]
+    mov         r10, [rdi + X_WS]
+    mov         qword [rdi + X_SEG], 0
+    mov         [rdi + X_SEG + r8 * 8], r9
+    mov         r11d, 1
+.each:
+    cmp         r11, r8
+    jae         .ret
+    mov         rax, [rdi + X_WLEN]
+    mul         r11
+    div         r8                              ; bound
+    mov         rsi, rax
+    xor         eax, eax                        ; first k with WS[k] >= bound
+    mov         rcx, r9
+.bs:
+    cmp         rax, rcx
+    jae         .have
+    lea         rdx, [rax + rcx]
+    shr         rdx, 1
+    cmp         [r10 + rdx * 8], rsi
+    jae         .left
+    lea         rax, [rdx + 1]
+    jmp         .bs
+.left:
+    mov         rcx, rdx
+    jmp         .bs
+.have:
+    mov         [rdi + X_SEG + r11 * 8], rax
+    inc         r11
+    jmp         .each
+.ret:
+    ret
+
+; compact: rdi = ctx.  Drops the SEP padding left by rewrites and the words
+; down to one token (they have no pairs), moving the rest to the front.
+; Keeps rdi.
+compact:
+    push        rbx
+    push        r12
+    mov         rbx, rdi
+    mov         r8, [rbx + X_W]
+    mov         r9, [rbx + X_WS]
+    mov         r10, [rbx + X_WC]
+    xor         r11d, r11d                      ; k (read)
+    xor         r12d, r12d                      ; words kept
+    mov         ecx, 1                          ; write position (W[0] = SEP)
+    xor         edi, edi                        ; live tokens
+.word:
+    cmp         r11, [rbx + X_NW]
+    jae         .done
+    mov         rsi, [r9 + r11 * 8]             ; s
+    mov         rdx, rsi
+.len:
+    cmp         word [r8 + rdx * 2], SEP
+    je          .have_len
+    inc         rdx
+    jmp         .len
+.have_len:
+    sub         rdx, rsi                        ; len
+    cmp         rdx, 2
+    jb          .skip
+    mov         [r9 + r12 * 8], rcx
+    mov         rax, [r10 + r11 * 8]
+    mov         [r10 + r12 * 8], rax
+    inc         r12
+    add         rdi, rdx
+.move:                                          ; forward copy: write <= read
+    movzx       eax, word [r8 + rsi * 2]
+    mov         [r8 + rcx * 2], ax
+    inc         rsi
+    inc         rcx
+    dec         rdx
+    jnz         .move
+    mov         word [r8 + rcx * 2], SEP
+    inc         rcx
+.skip:
+    inc         r11
+    jmp         .word
+.done:
+    mov         [rbx + X_WLEN], rcx
+    mov         [rbx + X_NW], r12
+    mov         [rbx + X_LIVE], rdi
+    mov         edx, W_TAIL                     ; SEP tail after the last word
+.tail:
+    mov         word [r8 + rcx * 2], SEP
+    inc         rcx
+    dec         edx
+    jnz         .tail
+    mov         rdi, rbx
+    call        segments
+    mov         rax, [rbx + X_STATS]
+    inc         qword [rax + ST_COMPACTIONS * 8]
+    mov         rdi, rbx
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; coordinate (thread 0 between merges): apply every thread's deltas to the
+; pair table, push the pairs whose count went up, choose the next merge,
+; compact the words when at most half of W is still in use.
+;=============================================================================
+coordinate:
+    push        rbx
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         r12, rdi
+    RDTSC64
+    mov         r15, rax
+    xor         r13d, r13d                      ; thread
+.thread:
+    cmp         r13, [r12 + X_NTH]
+    jae         .applied
+    mov         rbx, [r12 + X_DM + r13 * 8]
+    mov         rax, [rbx + DM_STATUS]
+    test        rax, rax
+    jz          .status_ok
+    mov         [r12 + X_STATUS], rax
+.status_ok:
+    mov         rax, [rbx + DM_REPL]
+    sub         [r12 + X_LIVE], rax
+    mov         qword [rbx + DM_REPL], 0
+    xor         r14d, r14d
+.entry:
+    cmp         r14, [rbx + DM_USED]
+    jae         .thread_done
+    mov         rax, [rbx + DM_LIST]
+    mov         eax, [rax + r14 * 4]
+    shl         rax, 4
+    add         rax, [rbx + DM_SLOTS]
+    mov         rdx, [rax + PS_VAL]
+    test        rdx, rdx
+    jz          .next_entry
+    mov         esi, [rax + PS_KEY]
+    push        rdx
+    push        rsi
+    mov         rdi, r12
+    call        pt_add                          ; rax = new count
+    pop         rdx                             ; P
+    pop         rcx                             ; delta
+    test        rcx, rcx
+    jle         .next_entry
+    mov         rdi, r12
+    mov         rsi, rax
+    call        heap_push
+.next_entry:
+    inc         r14
+    jmp         .entry
+.thread_done:
+    call        dm_clear
+    inc         r13
+    jmp         .thread
+.applied:
+    RDTSC64
+    mov         rcx, rax
+    sub         rax, r15
+    mov         r15, rcx
+    mov         rdx, [r12 + X_STATS]
+    add         [rdx + ST_CYC_APPLY * 8], rax
+    cmp         qword [r12 + X_STATUS], 0
+    jne         .stop
+    mov         rdi, r12
+    call        choose
+    RDTSC64
+    sub         rax, r15
+    mov         rdx, [r12 + X_STATS]
+    add         [rdx + ST_CYC_HEAP * 8], rax
+    cmp         qword [r12 + X_DONE], 0
+    jne         .ret
+    mov         rax, [r12 + X_LIVE]             ; compact when W is half SEP
+    add         rax, [r12 + X_NW]
+    add         rax, rax
+    cmp         rax, [r12 + X_WLEN]
+    jae         .ret
+    RDTSC64
+    mov         r15, rax
+    mov         rdi, r12
+    call        compact
+    RDTSC64
+    sub         rax, r15
+    mov         rdx, [r12 + X_STATS]
+    add         [rdx + ST_CYC_COMPACT * 8], rax
+    jmp         .ret
+.stop:
+    mov         qword [r12 + X_DONE], 1
+.ret:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; worker(ctx, tid): the merge loop of every thread.  Barrier 1: the merge is
+; chosen (or X_DONE).  Scan and rewrite this thread's words.  Barrier 2: all
+; scans done; thread 0 coordinates while the others wait at barrier 1.
+;=============================================================================
+worker:
+    push        rbx
+    push        r12
+    push        r13
+    mov         r12, rdi
+    mov         r13, rsi
+    mov         rbx, [r12 + X_DM + r13 * 8]
+.round:
+    lea         rdi, [r12 + X_BAR]
+    call        asmbpe_barrier_wait
+    cmp         qword [r12 + X_DONE], 0
+    jne         .exit
+    mov         rdi, r12
+    mov         rsi, rbx
+    mov         rdx, [r12 + X_SEG + r13 * 8]
+    mov         rcx, [r12 + X_SEG + r13 * 8 + 8]
+    call        scan_segment
+    lea         rdi, [r12 + X_BAR]
+    call        asmbpe_barrier_wait
+    test        r13, r13
+    jnz         .round
+    mov         rdi, r12
+    call        coordinate
+    jmp         .round
+.exit:
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; count_all_pairs: rdi = ctx.  Adds count(word) for every adjacent pair of
+; every word to the pair table.  Keeps rdi.
+;=============================================================================
+count_all_pairs:
+    push        rbx
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rbx, rdi
+    xor         r12d, r12d                      ; k
+.word:
+    cmp         r12, [rbx + X_NW]
+    jae         .ret
+    mov         rax, [rbx + X_WS]
+    mov         r13, [rax + r12 * 8]            ; i
+    mov         rax, [rbx + X_WC]
+    mov         r14, [rax + r12 * 8]            ; count
+    mov         r15, [rbx + X_W]
+.pair:
+    movzx       eax, word [r15 + r13 * 2 + 2]
+    cmp         eax, SEP
+    je          .next_word
+    movzx       esi, word [r15 + r13 * 2]
+    shl         esi, 16
+    or          esi, eax
+    mov         rdi, rbx
+    mov         rdx, r14
+    call        pt_add
+    inc         r13
+    jmp         .pair
+.next_word:
+    inc         r12
+    jmp         .word
+.ret:
+    mov         rdi, rbx
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
+; from scratch, take the best (highest count, then smallest pair), rewrite.
+;=============================================================================
+naive_loop:
+    push        rbx
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rbx, rdi
+.merge:
+    mov         r8, [rbx + X_STATS]
+    mov         rax, [r8 + ST_MERGES * 8]
+    cmp         rax, [rbx + X_NMERGES]
+    jae         .ret
+    mov         rdi, [rbx + X_PT]               ; clear the table
+    mov         rsi, [rbx + X_PTMASK]
+    inc         rsi
+    call        pt_fill_empty
+    mov         qword [rbx + X_PTUSED], 0
+    mov         rdi, rbx
+    call        count_all_pairs
+    cmp         qword [rbx + X_STATUS], 0
+    jne         .ret
+    mov         r8, [rbx + X_PT]                ; best slot
+    mov         r9, [rbx + X_PTMASK]
+    inc         r9
+    shl         r9, 4
+    add         r9, r8
+    xor         r12d, r12d                      ; best count
+    mov         r13d, EMPTY_KEY                 ; best pair
+.slot:
+    cmp         r8, r9
+    jae         .chosen
+    mov         eax, [r8 + PS_KEY]
+    cmp         eax, EMPTY_KEY
+    je          .next_slot
+    mov         rcx, [r8 + PS_VAL]
+    JBETTER     rcx, r12, rax, r13, .better
+    jmp         .next_slot
+.better:
+    mov         r12, rcx
+    mov         r13, rax
+.next_slot:
+    add         r8, PSLOT
+    jmp         .slot
+.chosen:
+    test        r12, r12
+    jz          .ret
+    cmp         r12, [rbx + X_MINCOUNT]
+    jb          .ret
+    mov         rdi, rbx
+    mov         rsi, r12
+    mov         rdx, r13
+    call        record_merge
+    mov         rdi, rbx
+    mov         rsi, [rbx + X_DM]
+    xor         edx, edx
+    mov         rcx, [rbx + X_NW]
+    call        scan_segment
+    push        rbx
+    mov         rbx, [rbx + X_DM]               ; deltas unused here
+    call        dm_clear
+    mov         rax, [rbx + DM_STATUS]
+    mov         qword [rbx + DM_REPL], 0
+    pop         rbx
+    test        rax, rax
+    jz          .merge
+    mov         [rbx + X_STATUS], rax
+.ret:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+
+;=============================================================================
+; verify: rdi = ctx.  Recounts every pair into a fresh table and compares it
+; with the kept one both ways; the first disagreement goes to the stats.
+;=============================================================================
+verify:
+    push        rbx
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rbx, rdi
+    mov         r12, [rbx + X_PT]               ; kept table
+    mov         r13, [rbx + X_PTMASK]
+    mov         r14, [rbx + X_PTUSED]
+    mov         rdi, rbx
+    lea         rsi, [r13 + 1]
+    call        pt_alloc
+    test        eax, eax
+    jnz         .enomem
+    mov         rdi, rbx
+    call        count_all_pairs                 ; into the fresh table
+    ; kept -> fresh
+    mov         r15, r12
+.kept:
+    mov         rax, r13
+    inc         rax
+    shl         rax, 4
+    add         rax, r12
+    cmp         r15, rax
+    jae         .fresh
+    mov         esi, [r15 + PS_KEY]
+    cmp         esi, EMPTY_KEY
+    je          .kept_next
+    mov         rdi, rbx
+    call        pt_get
+    cmp         rax, [r15 + PS_VAL]
+    je          .kept_next
+    mov         rdx, [r15 + PS_VAL]
+    call        .report                         ; esi = P, rdx = kept, rax = true
+.kept_next:
+    add         r15, PSLOT
+    jmp         .kept
+.fresh:                                         ; fresh -> kept (swap tables)
+    mov         r15, [rbx + X_PT]
+    push        qword [rbx + X_PTMASK]
+    push        r15
+    mov         [rbx + X_PT], r12
+    mov         [rbx + X_PTMASK], r13
+.fresh_slot:
+    mov         rax, [rsp + 8]
+    inc         rax
+    shl         rax, 4
+    add         rax, [rsp]
+    cmp         r15, rax
+    jae         .compared
+    mov         esi, [r15 + PS_KEY]
+    cmp         esi, EMPTY_KEY
+    je          .fresh_next
+    mov         rdi, rbx
+    call        pt_get                          ; kept count
+    cmp         rax, [r15 + PS_VAL]
+    je          .fresh_next
+    mov         rdx, rax
+    mov         rax, [r15 + PS_VAL]
+    call        .report
+.fresh_next:
+    add         r15, PSLOT
+    jmp         .fresh_slot
+.compared:
+    pop         rdi                             ; free the fresh table
+    pop         rsi
+    inc         rsi
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         [rbx + X_PTUSED], r14
+    jmp         .ret
+.enomem:
+    mov         [rbx + X_PT], r12
+    mov         [rbx + X_PTMASK], r13
+    mov         qword [rbx + X_STATUS], ASMBPE_ENOMEM
+.ret:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret
+.report:                                        ; first disagreement only
+    mov         r8, [rbx + X_STATS]
+    cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
+    jne         .reported
+    mov         ecx, esi
+    shr         ecx, 16
+    shl         esi, 16
+    or          ecx, esi                        ; left | right << 16
+    mov         [r8 + ST_VERIFY_PAIR * 8], rcx
+    mov         [r8 + ST_VERIFY_KEPT * 8], rdx
+    mov         [r8 + ST_VERIFY_TRUE * 8], rax
+.reported:
+    ret
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
+;                      uint64_t min_count, uint64_t threads, uint64_t flags,
+;                      uint32_t *merges, uint64_t *counts, uint64_t *stats)
+;
+; Learns up to n_merges merges (SPEC §4) from the words of t: merge i joins
+; merges[i] = left | right << 16 into token 256 + i, counts[i] its count.
+; Stops early when no pair has min_count (0 means 1).  flags: 1 naive (one
+; thread, every pair recounted for every merge), 2 verify.  stats: the
+; ASMBPE_TS_* entries.  Returns the merges learned; ASMBPE_EVERIFY when
+; verify found a disagreement (merges and stats are still written);
+; ASMBPE_EINVAL, ASMBPE_ENOMEM, ASMBPE_ETHREAD.
+;-----------------------------------------------------------------------------
+%define TR_COUNTS   (6 * 8 + 8)                 ; 7th argument, after pushes
+%define TR_STATS    (6 * 8 + 16)
+
+FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
+    sub         rsp, 8                          ; aligned calls
+    mov         eax, ASMBPE_EINVAL
+    test        threadsq, threadsq
+    jz          .ret
+    cmp         threadsq, MAX_THREADS
+    ja          .ret
+    mov         rax, 65535 - 256
+    cmp         nmergesq, rax
+    ja          .einval
+    mov         r12, tabq
+    mov         r13, nmergesq
+    mov         r14, mincountq
+    mov         r15, threadsq
+    mov         rbx, flagsq
+    mov         rbp, mergesq
+    test        ebx, TF_NAIVE
+    jz          .threads_ok
+    mov         r15d, 1
+.threads_ok:
+    mov         edi, (X_SIZE + 4095) & ~4095
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem0
+    mov         rdi, rax                        ; ctx lives in rdi / [rsp]
+    mov         [rsp], rax
+    mov         [rdi + X_NMERGES], r13
+    test        r14, r14
+    jnz         .mc
+    inc         r14
+.mc:
+    mov         [rdi + X_MINCOUNT], r14
+    mov         [rdi + X_NTH], r15
+    mov         [rdi + X_FLAGS], rbx
+    mov         [rdi + X_MERGES], rbp
+    mov         rax, [rsp + 8 + TR_COUNTS]
+    mov         [rdi + X_COUNTS], rax
+    mov         rax, [rsp + 8 + TR_STATS]
+    mov         [rdi + X_STATS], rax
+    mov         r8, rax
+    xor         eax, eax
+    mov         ecx, ST_COUNT
+.zero_stats:
+    mov         [r8 + rcx * 8 - 8], rax
+    dec         ecx
+    jnz         .zero_stats
+    mov         qword [r8 + ST_VERIFY_MERGE * 8], -1
+    mov         qword [r8 + ST_VERIFY_PAIR * 8], -1
+    mov         [r8 + ST_THREADS * 8], r15
+    lea         rdi, [rdi + X_BAR]
+    mov         rsi, r15
+    call        asmbpe_barrier_init
+
+    ; ---- layout: words of two or more bytes as u16 runs ------------------
+    RDTSC64
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    mov         r8, [r12 + T_SLOTS]
+    mov         r9, [r12 + T_MASK]
+    inc         r9
+    shl         r9, 5
+    add         r9, r8
+    xor         r10d, r10d                      ; words
+    xor         r11d, r11d                      ; tokens
+.count_slots:
+    cmp         r8, r9
+    jae         .counted
+    cmp         qword [r8 + S_COUNT], 0
+    je          .count_next
+    mov         rax, [r8 + S_LEN]
+    cmp         rax, 2
+    jb          .count_next
+    inc         r10
+    add         r11, rax
+.count_next:
+    add         r8, SLOT
+    jmp         .count_slots
+.counted:
+    mov         [rdi + X_NW], r10
+    mov         [rdi + X_LIVE], r11
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_WORDS * 8], r10
+    mov         [r8 + ST_TOKENS * 8], r11
+    lea         rax, [r10 + r11 + 1]
+    mov         [rdi + X_WLEN], rax
+    lea         rdi, [rax * 2 + W_TAIL * 2 + 4095]
+    and         rdi, ~4095
+    mov         rax, [rsp + 16]
+    mov         [rax + X_WBYTES], rdi
+    call        asmbpe_map
+    mov         rdi, [rsp + 16]
+    mov         [rdi + X_W], rax
+    test        rax, rax
+    jz          .enomem
+    mov         rax, [rdi + X_NW]
+    lea         rax, [rax * 8 + 4095 + 8]
+    and         rax, ~4095
+    mov         [rdi + X_NWCAP], rax
+    mov         rdi, rax
+    call        asmbpe_map
+    mov         rdi, [rsp + 16]
+    mov         [rdi + X_WS], rax
+    test        rax, rax
+    jz          .enomem
+    mov         rdi, [rdi + X_NWCAP]
+    call        asmbpe_map
+    mov         rdi, [rsp + 16]
+    mov         [rdi + X_WC], rax
+    test        rax, rax
+    jz          .enomem
+    mov         r8, [r12 + T_SLOTS]             ; fill
+    mov         r9, [r12 + T_MASK]
+    inc         r9
+    shl         r9, 5
+    add         r9, r8
+    mov         r10, [rdi + X_W]
+    mov         word [r10], SEP
+    mov         ecx, 1                          ; position
+    xor         r11d, r11d                      ; k
+.fill_slot:
+    cmp         r8, r9
+    jae         .filled
+    mov         rax, [r8 + S_COUNT]
+    test        rax, rax
+    jz          .fill_next
+    mov         rdx, [r8 + S_LEN]
+    cmp         rdx, 2
+    jb          .fill_next
+    mov         rsi, [rdi + X_WC]
+    mov         [rsi + r11 * 8], rax
+    mov         rsi, [rdi + X_WS]
+    mov         [rsi + r11 * 8], rcx
+    inc         r11
+    mov         rsi, [r8 + S_KEY]
+    add         rsi, [r12 + T_BASE]
+.fill_byte:
+    movzx       eax, byte [rsi]
+    mov         [r10 + rcx * 2], ax
+    inc         rsi
+    inc         rcx
+    dec         rdx
+    jnz         .fill_byte
+    mov         word [r10 + rcx * 2], SEP
+    inc         rcx
+.fill_next:
+    add         r8, SLOT
+    jmp         .fill_slot
+.filled:
+    mov         edx, W_TAIL
+.fill_tail:
+    mov         word [r10 + rcx * 2], SEP
+    inc         rcx
+    dec         edx
+    jnz         .fill_tail
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_CYC_LAYOUT * 8], rax
+
+    ; ---- delta maps, pair table, heap ------------------------------------
+    xor         r13d, r13d
+.dms:
+    cmp         r13, r15
+    jae         .dms_done
+    call        dm_alloc
+    mov         rdi, [rsp]
+    mov         [rdi + X_DM + r13 * 8], rax
+    test        rax, rax
+    jz          .enomem
+    inc         r13
+    jmp         .dms
+.dms_done:
+    mov         esi, 1 << 16
+    call        pt_alloc
+    test        eax, eax
+    jnz         .enomem
+    mov         rdi, [rsp]
+    mov         edi, 4096 * 16
+    call        asmbpe_map
+    mov         rdi, [rsp]
+    mov         [rdi + X_H], rax
+    mov         qword [rdi + X_HCAP], 4096
+    test        rax, rax
+    jz          .enomem
+    call        segments
+    test        ebx, TF_NAIVE
+    jnz         .naive
+
+    RDTSC64                                     ; ---- initial pair counts
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    call        count_all_pairs
+    mov         r8, [rdi + X_STATS]
+    mov         rax, [rdi + X_PTUSED]
+    mov         [r8 + ST_PAIRS * 8], rax
+    mov         r13, [rdi + X_PT]               ; heap of every pair
+    mov         r14, [rdi + X_PTMASK]
+    inc         r14
+    shl         r14, 4
+    add         r14, r13
+.heap_fill:
+    cmp         r13, r14
+    jae         .heap_filled
+    mov         edx, [r13 + PS_KEY]
+    cmp         edx, EMPTY_KEY
+    je          .heap_next
+    mov         rsi, [r13 + PS_VAL]
+    mov         rdi, [rsp + 16]
+    call        heap_push
+.heap_next:
+    add         r13, PSLOT
+    jmp         .heap_fill
+.heap_filled:
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_CYC_PAIRS * 8], rax
+    cmp         qword [rdi + X_STATUS], 0
+    jne         .cleanup
+
+    RDTSC64                                     ; ---- the merge loop
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    call        choose
+    cmp         qword [rdi + X_DONE], 0
+    jne         .loop_done
+    lea         rdi, [worker]
+    mov         rsi, [rsp + 16]
+    mov         rdx, r15
+    call        asmbpe_parallel
+    mov         rdi, [rsp + 16]
+    test        eax, eax
+    jz          .loop_done
+    movsxd      rax, eax
+    mov         [rdi + X_STATUS], rax
+.loop_done:
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_CYC_LOOP * 8], rax
+    test        ebx, TF_VERIFY
+    jz          .cleanup
+    RDTSC64
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    call        verify
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_CYC_VERIFY * 8], rax
+    jmp         .cleanup
+
+.naive:
+    RDTSC64
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    call        naive_loop
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_CYC_LOOP * 8], rax
+    jmp         .cleanup
+
+.enomem:
+    mov         rdi, [rsp]
+    mov         qword [rdi + X_STATUS], ASMBPE_ENOMEM
+.cleanup:                                       ; rdi = ctx: stats, then free
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    xor         r13d, r13d
+.sum_threads:
+    cmp         r13, r15
+    jae         .summed
+    mov         rax, [rdi + X_DM + r13 * 8]
+    test        rax, rax
+    jz          .summed
+    mov         rcx, [rax + DM_CYC]
+    add         [r8 + ST_CYC_SCAN * 8], rcx
+    mov         rcx, [rax + DM_WORDS]
+    add         [r8 + ST_REWRITTEN * 8], rcx
+    inc         r13
+    jmp         .sum_threads
+.summed:
+    xor         edi, edi
+    call        asmbpe_mapped_peak
+    mov         rdi, [rsp]
+    mov         r8, [rdi + X_STATS]
+    mov         [r8 + ST_PEAK_BYTES * 8], rax
+    xor         r13d, r13d
+.free_dms:
+    cmp         r13, r15
+    jae         .free_rest
+    mov         rdi, [rsp]
+    mov         rdi, [rdi + X_DM + r13 * 8]
+    call        dm_free
+    inc         r13
+    jmp         .free_dms
+.free_rest:
+    mov         rbx, [rsp]
+    cmp         qword [rbx + X_PT], 0
+    je          .no_pt
+    mov         rdi, rbx
+    call        pt_free
+.no_pt:
+    mov         rdi, [rbx + X_H]
+    mov         rsi, [rbx + X_HCAP]
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         rdi, [rbx + X_W]
+    mov         rsi, [rbx + X_WBYTES]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + X_WS]
+    mov         rsi, [rbx + X_NWCAP]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + X_WC]
+    mov         rsi, [rbx + X_NWCAP]
+    call        asmbpe_unmap
+    mov         rax, [rbx + X_STATUS]           ; the result
+    test        rax, rax
+    jnz         .free_ctx
+    mov         r8, [rbx + X_STATS]
+    mov         rax, [r8 + ST_MERGES * 8]
+    cmp         qword [r8 + ST_VERIFY_MERGE * 8], -1
+    jne         .verify_failed
+    cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
+    je          .free_ctx
+.verify_failed:
+    mov         rax, ASMBPE_EVERIFY
+.free_ctx:
+    mov         r12, rax
+    mov         rdi, rbx
+    mov         esi, (X_SIZE + 4095) & ~4095
+    call        asmbpe_unmap
+    mov         rax, r12
+    jmp         .ret
+.enomem0:
+    mov         rax, ASMBPE_ENOMEM
+    jmp         .ret
+.einval:
+    mov         rax, ASMBPE_EINVAL
+.ret:
+    add         rsp, 8
+    RET
+ENDFUNC
