@@ -474,17 +474,18 @@ dm_grow:
     mov         [r14 + r9 * 4], eax
     inc         r9
     jmp         .each
-.swap:
+.swap:                                          ; header first: syscalls clobber r11
     mov         rdi, [rbx + DM_SLOTS]
-    mov         rsi, r12
-    shl         rsi, 4
-    call        asmbpe_unmap
-    mov         rdi, [rbx + DM_LIST]
-    lea         rsi, [r12 * 4]
-    call        asmbpe_unmap
+    mov         r10, [rbx + DM_LIST]
     mov         [rbx + DM_SLOTS], r13
     mov         [rbx + DM_LIST], r14
     mov         [rbx + DM_MASK], r11
+    mov         rsi, r12
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         rdi, r10
+    lea         rsi, [r12 * 4]
+    call        asmbpe_unmap
     jmp         .ret
 .fail_slots:
     mov         rdi, r13
@@ -564,21 +565,30 @@ scan_segment:
 .load_pair:
     vpbroadcastw ymm14, [r12 + X_A]
     vpbroadcastw ymm15, [r12 + X_B]
-.scan:
+.scan:                                          ; 32 positions per round
     cmp         r14, r15
     jae         .done
     vmovdqu     ymm0, [r13 + r14 * 2]
     vmovdqu     ymm1, [r13 + r14 * 2 + 2]
+    vmovdqu     ymm2, [r13 + r14 * 2 + 32]
+    vmovdqu     ymm3, [r13 + r14 * 2 + 34]
     vpcmpeqw    ymm0, ymm0, ymm14               ; w[i] == a
     vpcmpeqw    ymm1, ymm1, ymm15               ; w[i+1] == b
+    vpcmpeqw    ymm2, ymm2, ymm14
+    vpcmpeqw    ymm3, ymm3, ymm15
     vpand       ymm0, ymm0, ymm1
-    vpmovmskb   eax, ymm0
-    test        eax, eax
+    vpand       ymm2, ymm2, ymm3
+    vpor        ymm1, ymm0, ymm2
+    vptest      ymm1, ymm1
     jnz         .hit
-    add         r14, 16
+    add         r14, 32
     jmp         .scan
 .hit:
-    tzcnt       eax, eax
+    vpmovmskb   eax, ymm0
+    vpmovmskb   ecx, ymm2
+    shl         rcx, 32
+    or          rax, rcx
+    tzcnt       rax, rax
     shr         eax, 1
     add         rax, r14                        ; p
     cmp         rax, r15
@@ -656,8 +666,14 @@ scan_segment:
     jmp         .rw
 .rw_done:
     add         [rbx + DM_REPL], rsi
+    add         [rbx + DM_DEAD], rsi            ; each replacement frees a slot
     inc         qword [rbx + DM_WORDS]
     mov         [rsp + SC_W], r11
+    mov         rax, r11
+    sub         rax, [rsp + SC_S]
+    cmp         rax, 1
+    jne         .fill
+    add         qword [rbx + DM_DEAD], 2        ; one token left: word and SEP
 .fill:
     cmp         r11, r9
     jae         .new_pairs
@@ -839,7 +855,6 @@ compact:
     xor         r11d, r11d                      ; k (read)
     xor         r12d, r12d                      ; words kept
     mov         ecx, 1                          ; write position (W[0] = SEP)
-    xor         edi, edi                        ; live tokens
 .word:
     cmp         r11, [rbx + X_NW]
     jae         .done
@@ -858,7 +873,6 @@ compact:
     mov         rax, [r10 + r11 * 8]
     mov         [r10 + r12 * 8], rax
     inc         r12
-    add         rdi, rdx
 .move:                                          ; forward copy: write <= read
     movzx       eax, word [r8 + rsi * 2]
     mov         [r8 + rcx * 2], ax
@@ -874,7 +888,7 @@ compact:
 .done:
     mov         [rbx + X_WLEN], rcx
     mov         [rbx + X_NW], r12
-    mov         [rbx + X_LIVE], rdi
+    mov         qword [rbx + X_DEAD], 0
     mov         edx, W_TAIL                     ; SEP tail after the last word
 .tail:
     mov         word [r8 + rcx * 2], SEP
@@ -914,8 +928,9 @@ coordinate:
     jz          .status_ok
     mov         [r12 + X_STATUS], rax
 .status_ok:
-    mov         rax, [rbx + DM_REPL]
-    sub         [r12 + X_LIVE], rax
+    mov         rax, [rbx + DM_DEAD]
+    add         [r12 + X_DEAD], rax
+    mov         qword [rbx + DM_DEAD], 0
     mov         qword [rbx + DM_REPL], 0
     xor         r14d, r14d
 .entry:
@@ -964,11 +979,10 @@ coordinate:
     add         [rdx + ST_CYC_HEAP * 8], rax
     cmp         qword [r12 + X_DONE], 0
     jne         .ret
-    mov         rax, [r12 + X_LIVE]             ; compact when W is half SEP
-    add         rax, [r12 + X_NW]
-    add         rax, rax
+    mov         rax, [r12 + X_DEAD]             ; compact when a quarter of W
+    shl         rax, 2                          ; is of no use any more
     cmp         rax, [r12 + X_WLEN]
-    jae         .ret
+    jbe         .ret
     RDTSC64
     mov         r15, rax
     mov         rdi, r12
@@ -1342,7 +1356,6 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     jmp         .count_slots
 .counted:
     mov         [rdi + X_NW], r10
-    mov         [rdi + X_LIVE], r11
     mov         r8, [rdi + X_STATS]
     mov         [r8 + ST_WORDS * 8], r10
     mov         [r8 + ST_TOKENS * 8], r11

@@ -5,7 +5,8 @@ version here, written straight from SPEC.md for clarity rather than speed. The t
 the assembly to these functions, and these functions to the oracle regex
 (`harness.oracle`) and to independent tokenizer libraries.
 
-This module must stay importable without the compiled library, numpy or `regex`.
+This module must stay importable without the compiled library, numpy or `regex`
+(`train` imports numpy when it is called, for its result arrays).
 
 Pre-tokenizer (SPEC §3): `split` / `split_offsets`, hand-written over bytes; no regex
 engine is used. The text is first cut into characters (`char_at`), each with a class,
@@ -20,7 +21,12 @@ otherwise.
 
 from __future__ import annotations
 
-__all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets"]
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets",
+           "TwinTrainResult", "count_words", "train"]
 
 # --------------------------------------------------------------------------- characters
 
@@ -243,3 +249,144 @@ def split(data: bytes) -> list[bytes]:
         chunks.append(data[start:end])
         start = end
     return chunks
+
+
+# --------------------------------------------------------------------------- training
+
+N_BYTES = 256        # byte tokens 0..255 (SPEC §5)
+N_SPECIAL = 16       # special tokens, the top 16 ids (SPEC §5)
+MAX_VOCAB = 65535    # ids are u16 and 0xFFFF is never a token
+
+
+@dataclass
+class TwinTrainResult:
+    """What `train` learned: like harness.TrainResult, without the tokenizer.
+
+    merges: np.ndarray (M, 2) uint16, merge i made token 256 + i from (left, right);
+    counts: np.ndarray (M,) uint64, the winning pair count of each merge;
+    words:  the Counter of chunk bytes -> occurrences that training started from
+            (after dropping chunks longer than max_word_bytes); for tests.
+    """
+
+    merges: Any
+    counts: Any
+    words: Counter = field(repr=False)
+
+    @property
+    def n_merges(self) -> int:
+        return len(self.counts)
+
+
+def _documents(inputs) -> list[bytes]:
+    """inputs (bytes, str, or an iterable of them: one document each) as bytes."""
+    if isinstance(inputs, (bytes, bytearray, memoryview, str)):
+        inputs = [inputs]
+    docs = []
+    for k, doc in enumerate(inputs):
+        if isinstance(doc, str):
+            docs.append(doc.encode("utf-8", "surrogatepass"))
+        elif isinstance(doc, (bytes, bytearray, memoryview)):
+            docs.append(bytes(doc))
+        else:
+            raise TypeError(f"document {k}: expected bytes or str, got {type(doc).__name__}")
+    return docs
+
+
+def _check_int(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        value = int(value.__index__())
+    except AttributeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def count_words(inputs, max_word_bytes: int = 256,
+                splitter: Callable[[bytes], list] | None = None) -> Counter:
+    """SPEC §4.1: split every document into chunks and count identical chunks,
+    leaving out chunks longer than max_word_bytes (0 = no limit)."""
+    max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
+    split_doc = split if splitter is None else splitter
+    words: Counter = Counter()
+    for doc in _documents(inputs):
+        words.update(bytes(c) for c in split_doc(doc))
+    if max_word_bytes:
+        for w in [w for w in words if len(w) > max_word_bytes]:
+            del words[w]
+    return words
+
+
+def _rewrite(w: tuple, a: int, b: int, new: int) -> tuple:
+    """SPEC §4.4: replace (a, b) by new, left to right, non-overlapping."""
+    out = []
+    i, n = 0, len(w)
+    while i < n:
+        if i + 1 < n and w[i] == a and w[i + 1] == b:
+            out.append(new)
+            i += 2
+        else:
+            out.append(w[i])
+            i += 1
+    return tuple(out)
+
+
+def train(inputs, vocab_size: int, max_word_bytes: int = 256, min_count: int = 1, *,
+          splitter: Callable[[bytes], list] | None = None) -> TwinTrainResult:
+    """The naive twin of the trainer (SPEC §4): recount every pair for every merge.
+
+    inputs: bytes, str, or an iterable of them, one document each (str as UTF-8).
+    vocab_size: 256 + merges + 16 (SPEC §5), 272..65535; at most vocab_size - 272
+        merges are learned, fewer when no pair is left with a count >= min_count.
+    max_word_bytes: chunks longer than this are left out (0 = no limit).
+    splitter: bytes -> list of chunks; default `split` (this module's pre-tokenizer
+        twin, ~1.5 MB/s). Tests pass the assembly `harness.split` for large inputs.
+
+    Words are tuples of token ids over the unique chunks, each with its count; words of
+    a single token have no pairs and are dropped. For each merge i: the count of (a, b)
+    is the sum over words of count(word) x the positions with (w[j], w[j+1]) = (a, b),
+    overlapping occurrences included (zip(w, w[1:])); the highest count wins, ties go
+    to the smaller (a, b); the new token is 256 + i; every word holding the pair is
+    rewritten left to right, non-overlapping ("aaa" with (a, a) -> (aa) a).
+    """
+    import numpy as np
+
+    vocab_size = _check_int("vocab_size", vocab_size, N_BYTES + N_SPECIAL, MAX_VOCAB)
+    min_count = _check_int("min_count", min_count, 0)
+    words = count_words(inputs, max_word_bytes, splitter)
+
+    table = [(tuple(w), c) for w, c in words.items() if len(w) >= 2]
+    merges: list[tuple[int, int]] = []
+    counts: list[int] = []
+    for i in range(vocab_size - N_BYTES - N_SPECIAL):
+        pair_counts: dict[tuple[int, int], int] = {}
+        get = pair_counts.get
+        for w, c in table:
+            for p in zip(w, w[1:]):
+                pair_counts[p] = get(p, 0) + c
+        if not pair_counts:
+            break
+        best_count = max(pair_counts.values())
+        if best_count < min_count:
+            break
+        a, b = min(p for p, c in pair_counts.items() if c == best_count)
+        new = N_BYTES + i
+        merges.append((a, b))
+        counts.append(best_count)
+        rewritten = []
+        for w, c in table:
+            if a in w and (a, b) in zip(w, w[1:]):   # `a in w`: a quick filter
+                w = _rewrite(w, a, b, new)
+                if len(w) < 2:
+                    continue
+            rewritten.append((w, c))
+        table = rewritten
+
+    return TwinTrainResult(
+        merges=np.array(merges, dtype=np.uint16).reshape(len(merges), 2),
+        counts=np.array(counts, dtype=np.uint64),
+        words=words,
+    )
