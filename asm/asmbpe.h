@@ -117,8 +117,9 @@ enum {
     ASMBPE_CHK_STACK      = 256,
 };
 
-/* Call fn(args[0..5]) with rbx, rbp, r12-r15 = fill[0..5] and stack canaries
- * above the return address; *ret = fn's rax; returns ASMBPE_CHK_* bits. */
+/* Call fn(args[0..7]) (6 and 7 on the stack) with rbx, rbp, r12-r15 =
+ * fill[0..5] and stack canaries above the stack arguments; *ret = fn's rax;
+ * returns ASMBPE_CHK_* bits. */
 uint32_t asmbpe_checked_call(const void *fn, const uint64_t *args,
                              const uint64_t *fill, uint64_t *ret,
                              int check_ymm);

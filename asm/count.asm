@@ -393,6 +393,31 @@ count_worker:
     HASH_BYTES  rsi, rdx, r8, r9, r10
     mov         rcx, [rsp + L_TID]
     mov         rdi, [r12 + C_TABLES + rcx * 8]
+    ; fast path: the first slot probed already holds this word of <= 8
+    ; bytes (keys are text pointers: compare the 8 bytes ending at the end)
+    cmp         rdx, 8
+    ja          .insert
+    mov         rax, [rdi + T_MASK]
+    and         rax, r8
+    shl         rax, 5
+    add         rax, [rdi + T_SLOTS]
+    cmp         [rax + S_HASH], r8
+    jne         .insert
+    cmp         [rax + S_LEN], rdx
+    jne         .insert
+    mov         r9, [rax + S_KEY]
+    mov         r10, [r9 + rdx - 8]
+    xor         r10, [rsi + rdx - 8]
+    lea         ecx, [edx * 8]
+    neg         ecx
+    add         ecx, 64                         ; (8 - len) * 8
+    shrx        r10, r10, rcx
+    test        r10, r10
+    jnz         .insert
+    inc         qword [rax + S_COUNT]
+    inc         qword [rdi + T_TOTAL]
+    jmp         .skip
+.insert:
     mov         rcx, r8
     mov         r8d, 1
     call        asmbpe_tab_insert
@@ -410,6 +435,7 @@ count_worker:
 .enomem:
     mov         eax, ASMBPE_ENOMEM
 .fail:
+    movsxd      rax, eax                        ; int status -> int64_t
     mov         [r12 + C_STATUS], rax           ; any worker's failure
 .done:
     add         rsp, CW_FRAME
@@ -466,10 +492,10 @@ ENDFUNC
 ; Returns the unique words in t, or ASMBPE_EINVAL (threads 0 or more than
 ; MAX_THREADS), ASMBPE_ENOMEM, ASMBPE_ETHREAD.  text has SPEC §2 padding.
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_count_words, 6, 14, 0, t, text, ends, ndocs, threads, maxw
-    sub         rsp, C_SIZE                     ; 5 pushes + C_SIZE: aligned
+FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
+    sub         rsp, C_SIZE                     ; 6 pushes + C_SIZE: aligned
     mov         rbx, tq
-    mov         eax, ASMBPE_EINVAL
+    mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
     test        threadsq, threadsq
     jz          .ret
     cmp         threadsq, MAX_THREADS
@@ -530,6 +556,7 @@ FUNC asmbpe_count_words, 6, 14, 0, t, text, ends, ndocs, threads, maxw
     call        asmbpe_tab_insert
     test        eax, eax
     jz          .merge_next
+    movsxd      rax, eax
     mov         [rsp + C_STATUS], rax
 .merge_next:
     add         r15, SLOT

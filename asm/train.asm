@@ -534,6 +534,7 @@ dm_clear:
 %define SC_KHI      24
 %define SC_W        32      ; write position after the rewrite
 %define SC_T0       40
+%define SC_OCC      48      ; occurrences of the pair in the old word
 %define SC_FRAME    56      ; 6 pushes + 56: calls aligned
 
 scan_segment:
@@ -568,6 +569,8 @@ scan_segment:
 .scan:                                          ; 32 positions per round
     cmp         r14, r15
     jae         .done
+    cmp         qword [r12 + X_REMAIN], 0       ; every occurrence found
+    jle         .done                           ; (by some thread): stop
     vmovdqu     ymm0, [r13 + r14 * 2]
     vmovdqu     ymm1, [r13 + r14 * 2 + 2]
     vmovdqu     ymm2, [r13 + r14 * 2 + 32]
@@ -623,20 +626,32 @@ scan_segment:
     jmp         .find_end
 .have_e:
     mov         [rsp + SC_E], rax
+    mov         qword [rsp + SC_OCC], 0
     mov         rdi, [rsp + SC_S]               ; old pairs: -count
 .old:
     lea         rax, [rdi + 1]
     cmp         rax, [rsp + SC_E]
-    jae         .rewrite
+    jae         .found_all
     movzx       esi, word [r13 + rdi * 2]
     shl         esi, 16
     movzx       eax, word [r13 + rdi * 2 + 2]
     or          esi, eax
+    mov         eax, [r12 + X_A]
+    shl         eax, 16
+    or          eax, [r12 + X_B]
+    cmp         eax, esi
+    jne         .not_pair
+    inc         qword [rsp + SC_OCC]            ; (overlapping, as counted)
+.not_pair:
     mov         rdx, [rsp + SC_C]
     neg         rdx
     call        dm_add
     inc         rdi
     jmp         .old
+.found_all:                                     ; remaining -= count x occ
+    mov         rax, [rsp + SC_C]
+    imul        rax, [rsp + SC_OCC]
+    lock sub    [r12 + X_REMAIN], rax
 .rewrite:
     mov         r10, [rsp + SC_S]               ; read
     mov         r11, r10                        ; write
@@ -739,6 +754,7 @@ record_merge:
     jne         .counted
     mov         [r8 + ST_VERIFY_MERGE * 8], rax ; the winning count went up
 .counted:
+    mov         [rdi + X_REMAIN], rsi           ; all of the pair's count to find
     lea         rcx, [rax + 256]
     mov         [rdi + X_T], rcx
     inc         rax
@@ -979,8 +995,8 @@ coordinate:
     add         [rdx + ST_CYC_HEAP * 8], rax
     cmp         qword [r12 + X_DONE], 0
     jne         .ret
-    mov         rax, [r12 + X_DEAD]             ; compact when a quarter of W
-    shl         rax, 2                          ; is of no use any more
+    mov         rax, [r12 + X_DEAD]             ; compact when an eighth of W
+    shl         rax, 3                          ; is of no use any more
     cmp         rax, [r12 + X_WLEN]
     jbe         .ret
     RDTSC64
@@ -1278,7 +1294,7 @@ verify:
 
 FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     sub         rsp, 8                          ; aligned calls
-    mov         eax, ASMBPE_EINVAL
+    mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
     test        threadsq, threadsq
     jz          .ret
     cmp         threadsq, MAX_THREADS

@@ -60,7 +60,7 @@ class Ctx:
         self.L = lib()
         self.T = checkasm_lib()
         self.check_ymm = 1 if self.L.asmbpe_cpu_flags() & 16 else 0
-        self._args = ffi.new("uint64_t[6]")
+        self._args = ffi.new("uint64_t[8]")
         self._fill = ffi.new("uint64_t[6]")
         self._ret = ffi.new("uint64_t *")
         self.case = ""
@@ -83,7 +83,9 @@ class Ctx:
     def call(self, name: str, *args) -> int:
         """fn(*args) through the checked-call trampoline; returns rax (uint64)."""
         fn = ffi.cast("void *", ffi.addressof(self.L, name))
-        for i in range(6):
+        if len(args) > 8:
+            raise ValueError("the trampoline passes at most 8 arguments")
+        for i in range(8):
             a = args[i] if i < len(args) else self.rng.getrandbits(64)
             if isinstance(a, ffi.CData):
                 a = int(ffi.cast("uintptr_t", a))
@@ -374,6 +376,128 @@ def check_memeq(ctx: Ctx) -> None:
             ctx.fail(f"asmbpe_memeq: different {n}-byte ranges preceded by the same bytes compare equal")
     A.close()
     B.close()
+
+
+def _docs_text(ctx: Ctx, n_docs: int, doc_len: int) -> list[bytes]:
+    return [random_text(ctx.rng, ctx.rng.randrange(0, doc_len + 1)) for _ in range(n_docs)]
+
+
+def _asm_count(ctx: Ctx, arena: GuardedArena, docs: list[bytes], threads: int, maxw: int,
+               anchor: str, case: str) -> dict[bytes, int] | None:
+    """Count `docs` (one guarded buffer) with the library, every call checked;
+    returns word -> count, or None after reporting a failure."""
+    ptr, _ = arena.place(b"".join(docs), anchor)
+    ends = np.cumsum([len(d) for d in docs], dtype=np.uint64)
+    full, out = out_array(len(ends))
+    out[:] = ends
+    ctx.on(case)
+    tab = ctx.call("asmbpe_wordtab_new")
+    if not tab:
+        ctx.fail(f"asmbpe_wordtab_new: {case}: returned NULL")
+        return None
+    n = ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", out),
+                 len(docs), threads, maxw)
+    n = n - (1 << 64) if n >> 63 else n
+    if n < 0:
+        ctx.fail(f"asmbpe_count_words: {case}: status {n}")
+        return None
+    if ctx.call("asmbpe_wordtab_size", tab) != n:
+        ctx.fail(f"asmbpe_wordtab_size: {case}: differs from count_words' {n}")
+    nbytes = ctx.call("asmbpe_wordtab_key_bytes", tab)
+    wb_full = np.full(nbytes + 128, 0x99, dtype=np.uint8)
+    e_full, e = out_array(max(n, 1))
+    c_full, c = out_array(max(n, 1))
+    got = ctx.call("asmbpe_wordtab_export", tab, ffi.from_buffer("uint8_t[]", wb_full[64:]),
+                   ffi.from_buffer("uint64_t[]", e), ffi.from_buffer("uint64_t[]", c))
+    if got != n or not margins_intact(e_full, n) or not margins_intact(c_full, n) \
+            or np.any(wb_full[:64] != 0x99) or np.any(wb_full[64 + nbytes:] != 0x99):
+        ctx.fail(f"asmbpe_wordtab_export: {case}: wrote {got} words or outside its arrays")
+    total = ctx.call("asmbpe_wordtab_total", tab)
+    ctx.call("asmbpe_wordtab_free", tab)
+    raw = wb_full[64:64 + nbytes].tobytes()
+    ends_l = e[:n].tolist()
+    words = {raw[s:t]: int(k) for s, t, k in zip([0] + ends_l[:-1], ends_l, c[:n].tolist())}
+    if total != sum(words.values()):
+        ctx.fail(f"asmbpe_wordtab_total: {case}: {total}, words add up to {sum(words.values())}")
+    return words
+
+
+@register("asmbpe_count_words")
+def check_count_words(ctx: Ctx) -> None:
+    arena = GuardedArena(MB + 4096)
+    cases = []
+    for i, (name, data) in enumerate(edge_texts(ctx.rng)):
+        if len(data) <= 4096 and i % 7:
+            continue                    # a sample of the small edge texts
+        cuts = sorted(ctx.rng.randrange(len(data) + 1) for _ in range(ctx.rng.randrange(4)))
+        docs = [data[s:t] for s, t in zip([0] + cuts, cuts + [len(data)])]
+        cases.append((name, docs))
+    for k in range(max(1, ctx.n_random // 50)):
+        cases.append((f"random documents #{k}", _docs_text(ctx, ctx.rng.randrange(1, 9), 400)))
+    for i, (name, docs) in enumerate(cases):
+        maxw = [256, 0, 1, 5, 3000][i % 5]
+        threads = [1, 2, 3, 8][i % 4]
+        want = twin.count_words(docs, max_word_bytes=maxw)
+        anchor = ("end", "start")[i % 2]
+        case = f"{name}: {len(docs)} documents, max_word_bytes {maxw}, {threads} threads, {anchor}-anchored"
+        got = _asm_count(ctx, arena, docs, threads, maxw, anchor, case)
+        if got is not None and got != dict(want):
+            diff = next((w for w in set(got) | set(want) if got.get(w) != want.get(w)), None)
+            ctx.fail(f"asmbpe_count_words: {case}: word {diff!r} counted {got.get(diff)}, twin {want.get(diff)}")
+    ctx.on("threads = 0 is refused")
+    tab = ctx.call("asmbpe_wordtab_new")
+    ptr, _ = arena.place(b"abc", "end")
+    ends = np.array([3], dtype=np.uint64)
+    st = ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends), 1, 0, 256)
+    if st != (1 << 64) - 1:
+        ctx.fail(f"asmbpe_count_words: threads 0 gave {st}, want ASMBPE_EINVAL")
+    ctx.call("asmbpe_wordtab_free", tab)
+    arena.close()
+
+
+@register("asmbpe_train")
+def check_train(ctx: Ctx) -> None:
+    arena = GuardedArena(MB + 4096)
+    cases = [("one repeated byte", [b"a" * 50, b"aaa aaaa aa"]),
+             ("no pairs", [b"a b c d e f"]),
+             ("single word", [b"tokenization"]),
+             ("empty", [b""])]
+    for k in range(max(1, ctx.n_random // 100)):
+        cases.append((f"random documents #{k}", _docs_text(ctx, ctx.rng.randrange(1, 6), 600)))
+    for i, (name, docs) in enumerate(cases):
+        n_merges = [40, 5, 200][i % 3]
+        want = twin.train(docs, 256 + 16 + n_merges)
+        want_m = [(int(a) | int(b) << 16) for a, b in want.merges]
+        want_c = want.counts.tolist()
+        for flags, threads in ((0, 1), (1, 1), (2, 3), (2, 8)):
+            case = f"{name}: {n_merges} merges, flags {flags}, {threads} threads"
+            ptr, _ = arena.place(b"".join(docs), "end")
+            ends = np.cumsum([len(d) for d in docs], dtype=np.uint64)
+            ctx.on(case)
+            tab = ctx.call("asmbpe_wordtab_new")
+            ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends),
+                     len(docs), threads, 256)
+            merges32 = np.zeros(n_merges + 32, dtype=np.uint32)
+            stats = np.zeros(64, dtype=np.uint64)
+            c_full, counts = out_array(n_merges)
+            got = ctx.call("asmbpe_train", tab, n_merges, 1, threads, flags,
+                           ffi.from_buffer("uint32_t[]", merges32[16:]),
+                           ffi.from_buffer("uint64_t[]", counts),
+                           ffi.from_buffer("uint64_t[]", stats))
+            ctx.call("asmbpe_wordtab_free", tab)
+            got = got - (1 << 64) if got >> 63 else got
+            if np.any(stats[32:]):
+                ctx.fail(f"asmbpe_train: {case}: wrote past the stats it owns")
+            if got != len(want_m):
+                ctx.fail(f"asmbpe_train: {case}: learned {got}, twin {len(want_m)}")
+                continue
+            if merges32[16:16 + got].tolist() != want_m or counts[:got].tolist() != want_c:
+                i0 = next(j for j in range(got) if merges32[16 + j] != want_m[j] or counts[j] != want_c[j])
+                ctx.fail(f"asmbpe_train: {case}: merge {i0} is {int(merges32[16 + i0]):#x} x{int(counts[i0])}, "
+                         f"twin {want_m[i0]:#x} x{want_c[i0]}")
+            if np.any(merges32[:16]) or np.any(merges32[16 + n_merges:]) or not margins_intact(c_full, got):
+                ctx.fail(f"asmbpe_train: {case}: wrote outside merges/counts")
+    arena.close()
 
 
 # --------------------------------------------------------------------------- runner

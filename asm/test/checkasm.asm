@@ -18,21 +18,24 @@
 %define CHK_VZEROUPPER  (1 << 7)
 %define CHK_STACK       (1 << 8)
 
+%define NSTACKARGS      2                       ; args[6], args[7]
 %define NCANARY         8                       ; 64 bytes of canaries
-%define LOC_FILL        (NCANARY * 8)
-%define LOC_RET         (NCANARY * 8 + 8)
-%define LOC_YMM         (NCANARY * 8 + 16)
-%define FRAME           (NCANARY * 8 + 24 + 8)  ; + 8: rsp % 16 == 0 at call
+%define CANARY0         (NSTACKARGS * 8)        ; canaries above the stack args
+%define LOC_FILL        (CANARY0 + NCANARY * 8)
+%define LOC_RET         (LOC_FILL + 8)
+%define LOC_YMM         (LOC_FILL + 16)
+%define FRAME           (LOC_FILL + 24)         ; 6 pushes + this: rsp % 16 == 0
 
 section .text
 
 ;-----------------------------------------------------------------------------
-; uint32_t asmbpe_checked_call(const void *fn, const uint64_t args[6],
+; uint32_t asmbpe_checked_call(const void *fn, const uint64_t args[8],
 ;                              const uint64_t fill[6], uint64_t *ret,
 ;                              int check_ymm)
 ;
-; Calls fn(args[0], ..., args[5]) with rbx, rbp, r12, r13, r14, r15 holding
-; fill[0..5] and NCANARY canary qwords right above the return address, stores
+; Calls fn(args[0], ..., args[7]) (args 6 and 7 on the stack, as System V
+; passes them) with rbx, rbp, r12, r13, r14, r15 holding fill[0..5] and
+; NCANARY canary qwords right above the stack arguments, stores
 ; fn's rax in *ret and returns a CHK_* mask: a callee-saved register not
 ; preserved, DF left set, the canaries overwritten, or (check_ymm != 0, needs
 ; CPU_XGETBV1) the upper ymm state left dirty, i.e. a missing vzeroupper.
@@ -47,9 +50,13 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     xor         rax, rsp
 %assign i 0
 %rep NCANARY
-    mov         [rsp + i * 8], rax
+    mov         [rsp + CANARY0 + i * 8], rax
     %assign i i + 1
 %endrep
+    mov         rax, [argsq + 48]               ; stack arguments
+    mov         [rsp], rax
+    mov         rax, [argsq + 56]
+    mov         [rsp + 8], rax
     vzeroupper                                  ; start from a clean state
     mov         r10, fnq
     mov         r11, argsq
@@ -94,7 +101,7 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     xor         rax, rsp
 %assign i 0
 %rep NCANARY
-    cmp         [rsp + i * 8], rax
+    cmp         [rsp + CANARY0 + i * 8], rax
     je          .canary_ok %+ i
     or          r8d, CHK_STACK
 .canary_ok %+ i:
@@ -158,7 +165,7 @@ FUNC asmbpe_test_misbehave, 1, 1, 0, what
 .n9:
     cmp         whatd, 9
     jne         .ret
-    mov         [rsp + 16], rax
+    mov         [rsp + 8 + 8 * NSTACKARGS + 8], rax     ; a canary
 .ret:
     mov         eax, 42
     RET
