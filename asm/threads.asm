@@ -307,7 +307,7 @@ ENDFUNC
 ; sleeps on a futex, so more threads than cores still make progress.
 ; Full memory barrier semantics (lock-prefixed ops).
 ;-----------------------------------------------------------------------------
-%define BARRIER_SPINS 4000
+%define BARRIER_SPINS 200                       ; ~10 us of pause, then sleep
 
 HIDDEN
 FUNC asmbpe_barrier_init, 2, 2, 0, bar, n

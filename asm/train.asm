@@ -532,9 +532,7 @@ dm_clear:
 %define SC_S        8       ; its start
 %define SC_E        16      ; its end (the SEP after it)
 %define SC_KHI      24
-%define SC_W        32      ; write position after the rewrite
 %define SC_T0       40
-%define SC_OCC      48      ; occurrences of the pair in the old word
 %define SC_FRAME    56      ; 6 pushes + 56: calls aligned
 
 scan_segment:
@@ -626,53 +624,88 @@ scan_segment:
     jmp         .find_end
 .have_e:
     mov         [rsp + SC_E], rax
-    mov         qword [rsp + SC_OCC], 0
-    mov         rdi, [rsp + SC_S]               ; old pairs: -count
-.old:
-    lea         rax, [rdi + 1]
+    ; occurrences of (a, b) in the old word, overlapping as counted:
+    ; remaining -= count x occurrences
+    mov         r10, [rsp + SC_S]
+    xor         r11d, r11d
+    movzx       r8d, word [r12 + X_A]
+    movzx       r9d, word [r12 + X_B]
+.occ:
+    lea         rax, [r10 + 1]
     cmp         rax, [rsp + SC_E]
-    jae         .found_all
-    movzx       esi, word [r13 + rdi * 2]
+    jae         .occ_done
+    cmp         [r13 + r10 * 2], r8w
+    jne         .occ_next
+    cmp         [r13 + r10 * 2 + 2], r9w
+    jne         .occ_next
+    inc         r11
+.occ_next:
+    inc         r10
+    jmp         .occ
+.occ_done:
+    mov         rax, [rsp + SC_C]
+    imul        rax, r11
+    lock sub    [r12 + X_REMAIN], rax
+
+    ; rewrite in place, left to right, with the exact local deltas of each
+    ; replacement of (a, b) at old position r by t at new position w:
+    ;   prev p (new) : (p, a) -c, (p, t) +c;  (a, b) -c;
+    ;   next n (old) : (b, n) -c, (t, n) +c
+    ; (dm_add keeps r10, r11, rdi, rsi, rdx)
+    mov         r10, [rsp + SC_S]               ; read
+    mov         r11, r10                        ; write
+    xor         edi, edi                        ; replacements
+.rw:
+    cmp         r10, [rsp + SC_E]
+    jae         .rw_done
+    movzx       eax, word [r13 + r10 * 2]
+    cmp         ax, [r12 + X_A]
+    jne         .copy
+    movzx       ecx, word [r13 + r10 * 2 + 2]   ; (SEP at the end: never b)
+    cmp         cx, [r12 + X_B]
+    jne         .copy
+    cmp         r11, [rsp + SC_S]
+    jbe         .no_prev
+    movzx       esi, word [r13 + r11 * 2 - 2]   ; (p, a) -c
     shl         esi, 16
-    movzx       eax, word [r13 + rdi * 2 + 2]
-    or          esi, eax
-    mov         eax, [r12 + X_A]
-    shl         eax, 16
-    or          eax, [r12 + X_B]
-    cmp         eax, esi
-    jne         .not_pair
-    inc         qword [rsp + SC_OCC]            ; (overlapping, as counted)
-.not_pair:
+    or          esi, [r12 + X_A]
     mov         rdx, [rsp + SC_C]
     neg         rdx
     call        dm_add
-    inc         rdi
-    jmp         .old
-.found_all:                                     ; remaining -= count x occ
-    mov         rax, [rsp + SC_C]
-    imul        rax, [rsp + SC_OCC]
-    lock sub    [r12 + X_REMAIN], rax
-.rewrite:
-    mov         r10, [rsp + SC_S]               ; read
-    mov         r11, r10                        ; write
-    mov         r9, [rsp + SC_E]
-    movzx       r8d, word [r12 + X_A]
-    movzx       edx, word [r12 + X_B]
-    movzx       ecx, word [r12 + X_T]
-    xor         esi, esi                        ; replacements
-.rw:
-    cmp         r10, r9
-    jae         .rw_done
-    movzx       eax, word [r13 + r10 * 2]
-    cmp         eax, r8d
-    jne         .copy
-    movzx       edi, word [r13 + r10 * 2 + 2]   ; (SEP at the end: never b)
-    cmp         edi, edx
-    jne         .copy
-    mov         [r13 + r11 * 2], cx
+    movzx       esi, word [r13 + r11 * 2 - 2]   ; (p, t) +c
+    shl         esi, 16
+    or          esi, [r12 + X_T]
+    mov         rdx, [rsp + SC_C]
+    call        dm_add
+.no_prev:
+    mov         esi, [r12 + X_A]                ; (a, b) -c
+    shl         esi, 16
+    or          esi, [r12 + X_B]
+    mov         rdx, [rsp + SC_C]
+    neg         rdx
+    call        dm_add
+    lea         rax, [r10 + 2]
+    cmp         rax, [rsp + SC_E]
+    jae         .no_next
+    mov         esi, [r12 + X_B]                ; (b, n) -c
+    shl         esi, 16
+    movzx       eax, word [r13 + r10 * 2 + 4]
+    or          esi, eax
+    mov         rdx, [rsp + SC_C]
+    neg         rdx
+    call        dm_add
+    mov         esi, [r12 + X_T]                ; (t, n) +c
+    shl         esi, 16
+    movzx       eax, word [r13 + r10 * 2 + 4]
+    or          esi, eax
+    mov         rdx, [rsp + SC_C]
+    call        dm_add
+.no_next:
+    mov         eax, [r12 + X_T]
+    mov         [r13 + r11 * 2], ax
     add         r10, 2
     inc         r11
-    inc         esi
+    inc         edi
     jmp         .rw
 .copy:
     mov         [r13 + r11 * 2], ax
@@ -680,35 +713,20 @@ scan_segment:
     inc         r11
     jmp         .rw
 .rw_done:
-    add         [rbx + DM_REPL], rsi
-    add         [rbx + DM_DEAD], rsi            ; each replacement frees a slot
+    add         [rbx + DM_REPL], rdi
+    add         [rbx + DM_DEAD], rdi            ; each replacement frees a slot
     inc         qword [rbx + DM_WORDS]
-    mov         [rsp + SC_W], r11
     mov         rax, r11
     sub         rax, [rsp + SC_S]
     cmp         rax, 1
     jne         .fill
     add         qword [rbx + DM_DEAD], 2        ; one token left: word and SEP
 .fill:
-    cmp         r11, r9
-    jae         .new_pairs
+    cmp         r11, [rsp + SC_E]
+    jae         .word_done
     mov         word [r13 + r11 * 2], SEP
     inc         r11
     jmp         .fill
-.new_pairs:
-    mov         rdi, [rsp + SC_S]               ; new pairs: +count
-.new:
-    lea         rax, [rdi + 1]
-    cmp         rax, [rsp + SC_W]
-    jae         .word_done
-    movzx       esi, word [r13 + rdi * 2]
-    shl         esi, 16
-    movzx       eax, word [r13 + rdi * 2 + 2]
-    or          esi, eax
-    mov         rdx, [rsp + SC_C]
-    call        dm_add
-    inc         rdi
-    jmp         .new
 .word_done:
     mov         r14, [rsp + SC_E]
     jmp         .load_pair
