@@ -303,17 +303,48 @@ ENDFUNC
 ; void asmbpe_barrier_init(uint32_t *bar /* 4 x u32 */, uint32_t n)
 ; void asmbpe_barrier_wait(uint32_t *bar)
 ;
-; All n threads wait until the last arrives.  Spins a while (pause), then
-; sleeps on a futex, so more threads than cores still make progress.
+; All n threads wait until the last arrives.  They spin (pause), then sleep
+; on a futex.  When the n threads fit on the CPUs this process may run on
+; (sched_getaffinity), they spin ~40 us (rdtsc): a futex wake costs tens of
+; us, and the merge loop passes two barriers per merge.  Oversubscribed, ~2
+; us, so the threads still working get the CPUs.  A time bound, not a count
+; of pauses, also limits the damage when other processes hold the CPUs.
 ; Full memory barrier semantics (lock-prefixed ops).
 ;-----------------------------------------------------------------------------
-%define BARRIER_SPINS 200                       ; ~10 us of pause, then sleep
+%define SPIN_CYCLES_FIT  100000                 ; ~40 us of rdtsc, then sleep
+%define SPIN_CYCLES_OVER 5000                   ; ~2 us
 
 HIDDEN
 FUNC asmbpe_barrier_init, 2, 2, 0, bar, n
     mov         [barq + BAR_COUNT], nd
     mov         [barq + BAR_N], nd
     mov         dword [barq + BAR_GEN], 0
+    mov         dword [barq + BAR_SPINS], SPIN_CYCLES_OVER
+    mov         r8, barq
+    mov         r9d, nd
+    sub         rsp, 136                        ; cpu mask (1024 cpus) + align
+    xor         edi, edi                        ; this thread
+    mov         esi, 128
+    mov         rdx, rsp
+    mov         eax, SYS_SCHED_GETAFFINITY
+    syscall
+    test        rax, rax
+    jle         .done                           ; unknown: stay brief
+    xor         ecx, ecx                        ; CPUs allowed
+    xor         edx, edx
+.count:
+    cmp         rdx, rax
+    jae         .counted
+    popcnt      r10, [rsp + rdx]
+    add         rcx, r10
+    add         rdx, 8
+    jmp         .count
+.counted:
+    cmp         r9, rcx
+    ja          .done
+    mov         dword [r8 + BAR_SPINS], SPIN_CYCLES_FIT
+.done:
+    add         rsp, 136
     RET
 ENDFUNC
 
@@ -334,13 +365,20 @@ FUNC asmbpe_barrier_wait, 1, 1, 0, bar
     syscall
     RET
 .wait:
-    mov         ecx, BARRIER_SPINS
+    rdtsc                                       ; spin for a time budget
+    shl         rdx, 32
+    or          rax, rdx
+    mov         r9d, [barq + BAR_SPINS]
+    add         r9, rax                         ; until this tsc
 .spin:
     cmp         [barq + BAR_GEN], r8d
     jne         .done
     pause
-    dec         ecx
-    jnz         .spin
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    cmp         rax, r9
+    jb          .spin
 .sleep:
     lea         rdi, [barq + BAR_GEN]
     mov         esi, FUTEX_WAIT

@@ -532,6 +532,7 @@ dm_clear:
 %define SC_S        8       ; its start
 %define SC_E        16      ; its end (the SEP after it)
 %define SC_KHI      24
+%define SC_CEND     32      ; end of the current chunk's scan
 %define SC_T0       40
 %define SC_FRAME    56      ; 6 pushes + 56: calls aligned
 
@@ -564,11 +565,41 @@ scan_segment:
 .load_pair:
     vpbroadcastw ymm14, [r12 + X_A]
     vpbroadcastw ymm15, [r12 + X_B]
-.scan:                                          ; 32 positions per round
+.scan:                                          ; next chunk of W
     cmp         r14, r15
     jae         .done
     cmp         qword [r12 + X_REMAIN], 0       ; every occurrence found
     jle         .done                           ; (by some thread): stop
+    mov         rax, r14
+    shr         rax, CHUNK_SHIFT
+    lea         rdx, [rax + 1]
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, r15
+    cmova       rdx, r15
+    mov         [rsp + SC_CEND], rdx            ; end of this chunk's scan
+    shl         rax, 7                          ; x BLOOM_BYTES
+    add         rax, [r12 + X_BLOOM]
+    movzx       ecx, word [r12 + X_A]           ; a in this chunk?
+    and         ecx, 1023
+    mov         r8d, ecx
+    shr         r8d, 6
+    mov         r8, [rax + r8 * 8]
+    bt          r8, rcx
+    jnc         .skip_chunk
+    movzx       ecx, word [r12 + X_B]           ; b here or in the next?
+    and         ecx, 1023
+    mov         r8d, ecx
+    shr         r8d, 6
+    mov         r9, [rax + r8 * 8]
+    or          r9, [rax + BLOOM_BYTES + r8 * 8]
+    bt          r9, rcx
+    jc          .vec
+.skip_chunk:
+    mov         r14, [rsp + SC_CEND]
+    jmp         .scan
+.vec:                                           ; 32 positions per round
+    cmp         r14, [rsp + SC_CEND]
+    jae         .scan
     vmovdqu     ymm0, [r13 + r14 * 2]
     vmovdqu     ymm1, [r13 + r14 * 2 + 2]
     vmovdqu     ymm2, [r13 + r14 * 2 + 32]
@@ -583,7 +614,7 @@ scan_segment:
     vptest      ymm1, ymm1
     jnz         .hit
     add         r14, 32
-    jmp         .scan
+    jmp         .vec
 .hit:
     vpmovmskb   eax, ymm0
     vpmovmskb   ecx, ymm2
@@ -703,6 +734,12 @@ scan_segment:
 .no_next:
     mov         eax, [r12 + X_T]
     mov         [r13 + r11 * 2], ax
+    mov         rcx, r11                        ; t is now in this chunk
+    shr         rcx, CHUNK_SHIFT
+    shl         rcx, 7
+    add         rcx, [r12 + X_BLOOM]
+    and         eax, 1023
+    lock bts    [rcx], rax                      ; (chunks span threads)
     add         r10, 2
     inc         r11
     inc         edi
@@ -713,6 +750,27 @@ scan_segment:
     inc         r11
     jmp         .rw
 .rw_done:
+    mov         rax, [rsp + SC_S]               ; a word across a chunk
+    shr         rax, CHUNK_SHIFT                ; boundary: its tokens may
+    mov         rcx, [rsp + SC_E]               ; have moved to the chunk
+    dec         rcx                             ; before: mark them all
+    shr         rcx, CHUNK_SHIFT
+    cmp         rax, rcx
+    je          .marked
+    mov         r10, [rsp + SC_S]
+.mark:
+    cmp         r10, r11
+    jae         .marked
+    mov         rcx, r10
+    shr         rcx, CHUNK_SHIFT
+    shl         rcx, 7
+    add         rcx, [r12 + X_BLOOM]
+    movzx       eax, word [r13 + r10 * 2]
+    and         eax, 1023
+    lock bts    [rcx], rax
+    inc         r10
+    jmp         .mark
+.marked:
     add         [rbx + DM_REPL], rdi
     add         [rbx + DM_DEAD], rdi            ; each replacement frees a slot
     inc         qword [rbx + DM_WORDS]
@@ -931,11 +989,47 @@ compact:
     jnz         .tail
     mov         rdi, rbx
     call        segments
+    call        bloom_build
     mov         rax, [rbx + X_STATS]
     inc         qword [rax + ST_COMPACTIONS * 8]
     mov         rdi, rbx
     pop         r12
     pop         rbx
+    ret
+
+;=============================================================================
+; bloom_build: rdi = ctx.  Recomputes every chunk's token filter from W.
+; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8.
+;=============================================================================
+bloom_build:
+    push        rdi
+    mov         rsi, rdi
+    mov         rcx, [rsi + X_WLEN]
+    shr         rcx, CHUNK_SHIFT
+    add         rcx, 2                          ; chunks in use, and one more
+    shl         rcx, 4                          ; qwords
+    mov         rdi, [rsi + X_BLOOM]
+    xor         eax, eax
+    rep stosq
+    mov         r8, [rsi + X_W]
+    mov         rdi, [rsi + X_BLOOM]
+    xor         ecx, ecx
+.pos:
+    cmp         rcx, [rsi + X_WLEN]
+    jae         .done
+    movzx       eax, word [r8 + rcx * 2]
+    cmp         eax, SEP
+    je          .next
+    and         eax, 1023
+    mov         rdx, rcx
+    shr         rdx, CHUNK_SHIFT
+    shl         rdx, 7
+    bts         [rdi + rdx], rax
+.next:
+    inc         rcx
+    jmp         .pos
+.done:
+    pop         rdi
     ret
 
 ;=============================================================================
@@ -1464,6 +1558,21 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     inc         rcx
     dec         edx
     jnz         .fill_tail
+    mov         rax, [rdi + X_WLEN]             ; chunk filters
+    shr         rax, CHUNK_SHIFT
+    add         rax, 2
+    shl         rax, 7
+    add         rax, 4095
+    and         rax, ~4095
+    mov         [rdi + X_BLBYTES], rax
+    push        rdi
+    mov         rdi, rax
+    call        asmbpe_map
+    pop         rdi
+    mov         [rdi + X_BLOOM], rax
+    test        rax, rax
+    jz          .enomem_layout
+    call        bloom_build
     RDTSC64
     pop         rdx
     pop         rdx
@@ -1471,6 +1580,12 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         rdi, [rsp]
     mov         r8, [rdi + X_STATS]
     mov         [r8 + ST_CYC_LAYOUT * 8], rax
+    jmp         .layout_done
+.enomem_layout:
+    pop         rdx
+    pop         rdx
+    jmp         .enomem
+.layout_done:
 
     ; ---- delta maps, pair table, heap ------------------------------------
     xor         r13d, r13d
@@ -1639,6 +1754,9 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     call        asmbpe_unmap
     mov         rdi, [rbx + X_W]
     mov         rsi, [rbx + X_WBYTES]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + X_BLOOM]
+    mov         rsi, [rbx + X_BLBYTES]
     call        asmbpe_unmap
     mov         rdi, [rbx + X_WS]
     mov         rsi, [rbx + X_NWCAP]
