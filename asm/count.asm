@@ -275,14 +275,15 @@ tab_grow:
 %define C_SIZE      (C_TABLES + 8 * MAX_THREADS)
 
 %define CW_BUF      4096                        ; chunk ends per split call
-%define L_CTX       (CW_BUF * 8)
+%define L_HASH      (CW_BUF * 8)                ; their hashes
+%define L_CTX       (CW_BUF * 16)
 %define L_TID       (L_CTX + 8)
 %define L_DOC       (L_CTX + 16)
 %define L_DOCEND    (L_CTX + 24)
 %define L_DOCLEN    (L_CTX + 32)
 %define L_POS       (L_CTX + 40)
 %define L_N         (L_CTX + 48)
-%define CW_FRAME    (CW_BUF * 8 + 56)           ; 6 pushes + this: aligned
+%define CW_FRAME    (CW_BUF * 16 + 56)          ; 6 pushes + this: aligned
 
 ; first document whose start offset is >= rax; in: rdi = ends, rsi = ndocs.
 ; out: rax.  Clobbers rcx, rdx, r8, r9.
@@ -378,6 +379,29 @@ count_worker:
     call        asmbpe_split_offsets
     mov         [rsp + L_N], rax
     lea         r14, [rsp + rax * 8]            ; end of the chunk ends
+    ; pass 1: hash every chunk and prefetch its first slot, so the inserts
+    ; below find the (mostly) cold table lines on their way
+    mov         r15, rsp
+    mov         rbp, [rsp + L_POS]
+    mov         rcx, [rsp + L_TID]
+    mov         rdi, [r12 + C_TABLES + rcx * 8]
+.hash:
+    cmp         r15, r14
+    jae         .hashed
+    mov         r13, [r15]
+    mov         rdx, r13
+    sub         rdx, rbp                        ; len
+    lea         rsi, [rbx + rbp]
+    HASH_BYTES  rsi, rdx, r8, r9, r10
+    mov         [r15 + L_HASH], r8
+    and         r8, [rdi + T_MASK]
+    shl         r8, 5
+    add         r8, [rdi + T_SLOTS]
+    prefetcht0  [r8]
+    mov         rbp, r13
+    add         r15, 8
+    jmp         .hash
+.hashed:
     mov         r15, rsp
     mov         rbp, [rsp + L_POS]              ; start of the next chunk
 .chunk:
@@ -390,7 +414,7 @@ count_worker:
     cmp         rdx, [r12 + C_MAXW]
     ja          .skip
     lea         rsi, [rbx + rbp]                ; key
-    HASH_BYTES  rsi, rdx, r8, r9, r10
+    mov         r8, [r15 + L_HASH - 8]          ; (r15 moved past it)
     mov         rcx, [rsp + L_TID]
     mov         rdi, [r12 + C_TABLES + rcx * 8]
     ; fast path: the first slot probed already holds this word of <= 8
