@@ -625,8 +625,20 @@ scan_segment:
     add         rax, r14                        ; p
     cmp         rax, r15
     jae         .done
-    mov         rdx, [r12 + X_WS]               ; last word k with WS[k] <= p
-    mov         rcx, [rsp + SC_KHI]
+    mov         rdx, [r12 + X_WS]               ; last word k with WS[k] <= p:
+    mov         rcx, [rsp + SC_KHI]             ; gallop from the cursor's word
+    mov         r8d, 1                          ; (hits are mostly close), then
+.gallop:                                        ; bisect the last step
+    lea         r9, [rbp + r8]
+    cmp         r9, rcx
+    jae         .bsearch
+    cmp         [rdx + r9 * 8], rax
+    ja          .gallop_done
+    mov         rbp, r9
+    add         r8, r8
+    jmp         .gallop
+.gallop_done:
+    mov         rcx, r9
 .bsearch:
     lea         r8, [rbp + 1]
     cmp         r8, rcx
