@@ -27,7 +27,8 @@ LDFLAGS = ["-shared", "-nostdlib", "-Bsymbolic", "-z", "noexecstack", "-z", "now
 
 LIBS = {
     "libasmbpe.so": sorted(ASM.glob("*.asm")),
-    "libasmbpe_test.so": sorted((ASM / "test").glob("*.asm")),
+    # test-only code, plus its own copy of the thread layer it drives
+    "libasmbpe_test.so": sorted((ASM / "test").glob("*.asm")) + [ASM / "threads.asm"],
 }
 
 
@@ -88,6 +89,8 @@ def build(clean: bool = False) -> int:
         objs = []
         for src in sources:
             obj = OBJ / src.relative_to(ASM).with_suffix(".o")
+            if lib != "libasmbpe.so" and src.parent == ASM:
+                obj = OBJ / "test" / ("shared_" + src.stem + ".o")
             if stale(obj, src, incs):
                 assemble(nasm, src, obj)
                 did += 1

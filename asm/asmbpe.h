@@ -124,6 +124,10 @@ uint32_t asmbpe_checked_call(const void *fn, const uint64_t *args,
                              const uint64_t *fill, uint64_t *ret,
                              int check_ymm);
 
+/* barrier_test.asm: `rounds` barrier rounds on nthreads - 1 threads while one
+ * more thread sends spurious futex wakes; returns the early releases seen. */
+int64_t asmbpe_test_barrier(uint64_t nthreads, uint64_t rounds);
+
 /* Breaks rule `what` (1-9, see checkasm.asm) and returns 42. */
 uint64_t asmbpe_test_misbehave(int what);
 

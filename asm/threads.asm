@@ -379,8 +379,8 @@ FUNC asmbpe_barrier_wait, 1, 1, 0, bar
     or          rax, rdx
     cmp         rax, r9
     jb          .spin
-.sleep:
-    lea         rdi, [barq + BAR_GEN]
+    lea         rdi, [barq + BAR_GEN]           ; (barq is rdi: once, not
+.sleep:                                         ;  again after a spurious wake)
     mov         esi, FUTEX_WAIT
     mov         edx, r8d
     xor         r10d, r10d

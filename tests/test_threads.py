@@ -1,0 +1,60 @@
+"""The library's threads under stress: many short trainings with more threads
+than cores (barriers at every merge, spurious futex wakes, sleepers), each
+result identical to the one-thread run.  Runs in a subprocess with a timeout,
+so a deadlock fails the test instead of hanging the suite."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from harness._lib import lib, ffi
+    from harness.buffers import Padded
+    L = lib()
+    text = (b"the quick brown fox jumps over the lazy dog; " * 40
+            + b"tokenizers tokenize tokens, aaaa bbbb abab " * 30)
+    buf = Padded(text)
+    ends = np.array([len(text)], dtype=np.uint64)
+
+    def run(threads):
+        t = L.asmbpe_wordtab_new()
+        assert L.asmbpe_count_words(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends), 1, threads, 256) > 0
+        merges = np.zeros(300, np.uint32)
+        counts = np.zeros(300, np.uint64)
+        stats = np.zeros(32, np.uint64)
+        m = L.asmbpe_train(t, 300, 1, threads, 2, ffi.from_buffer("uint32_t[]", merges),
+                           ffi.from_buffer("uint64_t[]", counts), ffi.from_buffer("uint64_t[]", stats))
+        L.asmbpe_wordtab_free(t)
+        assert m > 0, m
+        return merges[:m].tolist(), counts[:m].tolist()
+
+    want = run(1)
+    for i in range(150):
+        for threads in (16, 7, 2):
+            assert run(threads) == want, (i, threads)
+    print("ok")
+""")
+
+
+def test_many_oversubscribed_trainings_finish_and_agree():
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+BARRIER = textwrap.dedent("""
+    from harness._lib import checkasm_lib
+    T = checkasm_lib()
+    print([T.asmbpe_test_barrier(n, 3000) for n in (2, 3, 5, 9, 17)])
+""")
+
+
+def test_barrier_holds_under_spurious_wakes():
+    """One thread floods the barrier's futex with wakes while the others pass
+    3000 rounds: no thread may leave a round before all have arrived.  (A
+    barrier that recomputed its futex address from a moved register after a
+    spurious wake released threads early here, thousands of times.)"""
+    r = subprocess.run([sys.executable, "-c", BARRIER], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0, 0, 0, 0, 0]", r.stdout
