@@ -1,15 +1,21 @@
 """The `asmbpe` command line (click).
 
     asmbpe split FILE            chunks of FILE joined by |
+    asmbpe train INPUT... -o tokenizer.bin   learn merges (SPEC §4), write tokenizer.bin
     asmbpe check                 checkasm: the assembly against the twin
     asmbpe bench pretok          pre-tokenizer speed on the shared corpora
+    asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
 
 Errors about the input or the environment are one line on stderr,
 `asmbpe: error: ...`, and exit status 1; never a traceback.
 """
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
+from pathlib import Path
 
 import click
 
@@ -74,6 +80,182 @@ def _quiet_broken_pipe() -> None:
     sys.exit(0)
 
 
+# --------------------------------------------------------------------------- train
+
+class _TrainProgress:
+    """harness.train's progress callback for the terminal (stderr): a bar while counting
+    (by text bytes, MB/s), then a spinner with the elapsed time while the merge loop
+    runs inside one library call (cffi releases the GIL, so a thread can draw it)."""
+
+    SPIN = "|/-\\"
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.err = sys.stderr
+        self.tty = self.err.isatty()
+        self.bar = None
+        self.t_count = None
+        self.counted = 0
+        self.t_merge = None
+        self.stop = threading.Event()
+        self.thread = None
+
+    def __call__(self, phase: str, done: int, total):
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if phase == "count":
+            if self.t_count is None:
+                self.t_count = now
+                if total:
+                    self.bar = click.progressbar(length=total, label="counting", file=self.err,
+                                                 show_eta=True, item_show_func=lambda x: x)
+                    self.bar.__enter__()
+            rate = done / 1e6 / (now - self.t_count) if now > self.t_count else 0.0
+            if self.bar is not None:
+                self.bar.update(done - self.counted, f"{done / 1e6:.1f} MB, {rate:.1f} MB/s")
+            elif self.tty:
+                self.err.write(f"\rcounting: {done / 1e6:.1f} MB, {rate:.1f} MB/s")
+                self.err.flush()
+            self.counted = done
+        elif phase == "merge" and done == 0 and self.t_merge is None:
+            self._end_count(now)
+            self.t_merge = now
+            if self.tty:
+                self.thread = threading.Thread(target=self._spin, args=(total,), daemon=True)
+                self.thread.start()
+            else:
+                click.echo(f"merging: up to {total} merges ...", err=True)
+        elif phase == "merge":
+            self.close()
+
+    def _end_count(self, now: float) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+        elif self.tty and self.t_count is not None:
+            self.err.write("\n")
+        if self.t_count is not None:
+            took = now - self.t_count
+            rate = self.counted / 1e6 / took if took > 0 else 0.0
+            click.echo(f"counted {self.counted / 1e6:.1f} MB in {took:.2f} s ({rate:.1f} MB/s)",
+                       err=True)
+
+    def _spin(self, total: int) -> None:
+        k = 0
+        while not self.stop.wait(0.1):
+            took = time.perf_counter() - self.t_merge
+            self.err.write(f"\rmerging: up to {total} merges {self.SPIN[k % 4]} {took:.1f} s")
+            self.err.flush()
+            k += 1
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+            self.thread = None
+            self.err.write("\r\x1b[K")
+            self.err.flush()
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _check_output(path: str) -> Path:
+    """Fail before any work when tokenizer.bin could not be written at `path`."""
+    out = Path(path)
+    if out.is_dir():
+        raise InputError(f"{out}: is a directory (give a file name with -o)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{out}: cannot write in {parent}: permission denied")
+    return out
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", required=True, metavar="FILE",
+              help="Where to write tokenizer.bin (written to FILE.tmp, then renamed).")
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="256 bytes + merges + 16 specials (272..65535).")
+@click.option("--threads", type=int, default=None,
+              help="Threads for counting and merging (default: all cores).")
+@click.option("--max-word-bytes", type=int, default=256, show_default=True,
+              help="Leave out chunks longer than this (0 = no limit).")
+@click.option("--min-count", type=int, default=1, show_default=True,
+              help="Stop when no pair occurs at least this often.")
+@click.option("--separator", default=None, metavar="LINE",
+              help="Plain text files: documents are separated by lines equal to LINE "
+                   "('' = a blank line); default: one document per file.")
+@click.option("--naive", is_flag=True,
+              help="The library's naive twin: recount every pair for every merge (slow).")
+@click.option("--verify", is_flag=True,
+              help="Recount all pairs at the end and check the kept table and the "
+                   "winning counts.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separator, naive,
+          verify, quiet):
+    """Learn byte-level BPE merges from INPUT files and write tokenizer.bin.
+
+    INPUT: Parquet (`text` column), JSONL (`text` field) or plain text, JSONL and
+    text optionally .gz / .zst. Progress goes to stderr, the summary to stdout.
+    """
+    from .train import TrainError
+    from .train import train as run_train
+
+    out = _check_output(output)
+    files = [check_file(p) for p in inputs]
+    progress = _TrainProgress(enabled=not quiet)
+    try:
+        result = run_train(files, vocab_size=vocab_size, threads=threads, naive=naive,
+                           max_word_bytes=max_word_bytes, min_count=min_count,
+                           verify=verify, progress=progress, separator=separator)
+    except (ValueError, TypeError, TrainError) as e:
+        progress.close()
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        progress.close()
+    s = result.stats
+    sec = s["seconds"]
+    if s["bytes_in"] == 0:
+        raise InputError(f"no text in the input ({s['documents']} empty document(s)); "
+                         f"nothing written to {out}")
+    m = result.n_merges
+    if not quiet:
+        loop = sec["merge_loop"]
+        rate = f"{m / loop:.0f} merges/s" if loop > 0 else "-"
+        last = f", last winning count {int(result.counts[-1])}" if m else ""
+        click.echo(f"merged {m} merges in {loop:.2f} s ({rate}){last}", err=True)
+    result.tokenizer.save(out)
+    if m == 0:
+        click.echo(f"asmbpe: warning: no pair to merge (every chunk is a single byte, or "
+                   f"longer than --max-word-bytes): wrote a tokenizer with 0 merges "
+                   f"(vocab_size 272) to {out}", err=True)
+    elif m < s["merges_asked"]:
+        click.echo(f"asmbpe: note: stopped early after {m} of {s['merges_asked']} merges "
+                   f"(no pair left with count >= {max(min_count, 1)}); vocab_size is "
+                   f"{result.tokenizer.vocab_size}, not {vocab_size}", err=True)
+    total = sec["total"]
+    click.echo(f"trained {_mb(s['bytes_in'])}, {s['documents']} docs, "
+               f"{s['unique_words']} unique words, {m} merges learned, {total:.2f} s, "
+               f"{s['bytes_in'] / 1e6 / total:.1f} MB/s -> {out} "
+               f"(vocab_size {result.tokenizer.vocab_size})")
+    click.echo(f"phases: read {sec['read']:.2f} s, count {sec['count']:.2f} s, layout "
+               f"{sec['layout']:.2f} s, pairs {sec['pairs']:.2f} s, merge loop "
+               f"{sec['merge_loop']:.2f} s (scan {sec['scan']:.2f}, apply {sec['apply']:.2f}, "
+               f"heap {sec['heap']:.2f}, compact {sec['compact']:.2f}), verify "
+               f"{sec['verify']:.2f} s; {s['threads']} thread(s), peak memory "
+               f"{s['peak_memory_bytes'] / 1e6:.0f} MB"
+               + (", verified" if verify else "") + (", naive" if naive else ""))
+
+
 @asmbpe.command(context_settings=CONTEXT)
 @click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
 @click.option("--function", "pattern", default="*", show_default=True, metavar="GLOB",
@@ -92,7 +274,7 @@ def bench():
     """Benchmarks (single thread, text in memory, median of several runs)."""
 
 
-# Later sub-commands of `bench` (train, encode) go here, next to `pretok`.
+# Later sub-commands of `bench` (encode) go here, next to `pretok` and `train`.
 
 
 @bench.command(context_settings=CONTEXT)
@@ -120,6 +302,37 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path):
     rows = bench_pretok(names, limit_mb, twin_mb, runs=runs, out=click.echo)
     if json_path:
         write_json(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+
+
+@bench.command("train", context_settings=CONTEXT)
+@click.option("--corpus", default="english", show_default=True,
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="The shared corpus to train on.")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
+              help="Read about this many MB of whole documents (0 = all).")
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="256 + merges + 16 (peers without specials get vocab_size - 16).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per implementation (each a fresh process); the median is shown.")
+@click.option("--threads", type=int, default=None,
+              help="Threads for every implementation (default: all cores).")
+@click.option("--impl", "impls", multiple=True, metavar="NAME",
+              type=click.Choice(["asmbpe", "rustbpe", "tokenizers", "gigatoken"]),
+              help="Run only these (repeatable; default: every one installed).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
+    """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
+    same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
+    from .bench_train import IMPLS, bench_train, write_rows
+
+    if threads is None:
+        threads = os.cpu_count() or 1
+    rows = bench_train(corpus, limit_mb, vocab_size, runs, threads,
+                       impls=list(impls) or list(IMPLS), out=click.echo)
+    if json_path:
+        write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
 
 

@@ -1,23 +1,37 @@
-"""Where the corpora are, and reading documents from files (a first part of SPEC §8).
+"""Where the corpora are, and reading documents from files (SPEC §8).
 
 The shared corpora (english, multilingual, code: Parquet files with a `text` column)
 live in the directory named by the environment variable ASMBPE_CORPORA, or else in
 `shared/corpora` next to the repository.
 
-`read_documents(path)` returns the documents of one file as UTF-8 bytes:
+One streaming reader per format, `iter_documents(path)`, yields the documents of one
+file as bytes (UTF-8 for text formats; plain text files are passed through as they
+are, valid UTF-8 or not):
 
-- `.parquet`: the `text` column, read in streaming batches (pyarrow);
-- `.jsonl` / `.jsonl.gz`: the `text` field of each line;
-- anything else: plain text, the whole file one document (`.gz` decompressed).
+- `.parquet`: the `text` column (string or binary), read in batches of rows with
+  `ParquetFile.iter_batches`; null rows are skipped;
+- `.jsonl` / `.ndjson`, optionally `.gz` or `.zst` (zstd needs the `zstandard`
+  module): the `text` field of each line, read line by line; blank lines are skipped;
+- anything else, optionally `.gz` / `.zst`: plain text, the whole file one document,
+  or, with `separator=`, the pieces between separator lines (a line that equals the
+  separator apart from its line ending; "" = a blank line); empty pieces are skipped.
 
-Problems with the file (missing, unreadable, a directory, empty, malformed) raise
-`InputError`, whose message is one line naming the file.
+On top of it: `iter_batches(paths, batch_bytes)` groups the documents of several files
+into lists of about `batch_bytes` bytes (what `harness.train` counts per library call),
+`read_documents(path)` returns them all as a list, and `estimate_bytes(paths)` guesses
+the text bytes ahead of reading (for progress bars).
+
+Problems with a file (missing, unreadable, a directory, empty, malformed, a bad
+compressed stream) raise `InputError`, whose message is one line naming the file and,
+where it applies, the line (`FILE:LINE: ...`) or the row (`FILE: row N: ...`).
 """
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
+import struct
 from pathlib import Path
 
 try:                                    # a click-friendly error when click is there
@@ -30,7 +44,11 @@ NAMES = ("english", "multilingual", "code")
 ENV = "ASMBPE_CORPORA"
 
 __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
-           "check_file", "read_documents"]
+           "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
+           "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS"]
+
+BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
+PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
 
 
 class InputError(_Base):
@@ -82,80 +100,275 @@ def check_file(path) -> Path:
     return p
 
 
-def _read_bytes(p: Path) -> bytes:
+# ------------------------------------------------------------------------ formats
+
+_COMPRESSIONS = ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd"))
+
+
+def file_format(path) -> tuple[str, str | None]:
+    """(format, compression) from the file name: format "parquet", "jsonl" or "text";
+    compression None, "gzip" or "zstd"."""
+    name = Path(path).name.lower()
+    compression = None
+    for suffix, kind in _COMPRESSIONS:
+        if name.endswith(suffix):
+            compression, name = kind, name[:-len(suffix)]
+            break
+    if name.endswith(".parquet"):
+        return "parquet", compression
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl", compression
+    return "text", compression
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _open_binary(p: Path, compression: str | None):
+    """A binary, line-iterable file object of the (decompressed) content of p."""
     try:
-        data = p.read_bytes()
+        if compression == "gzip":
+            return gzip.open(p, "rb")
+        if compression == "zstd":
+            try:
+                import zstandard
+            except ImportError:
+                raise InputError(f"{p}: reading .zst files needs the zstandard module "
+                                 "(pip install zstandard)") from None
+            raw = open(p, "rb")
+            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True,
+                                                                closefd=True)
+            return io.BufferedReader(reader, buffer_size=1 << 20)
+        return open(p, "rb", buffering=1 << 20)
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    if p.name.endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise InputError(f"{p}: not a valid gzip file: {e}") from None
-    return data
 
 
-def _parquet(p: Path, limit: int | None) -> list[bytes]:
+def _stream_error(p: Path, compression: str | None, where: str, e: BaseException) -> InputError:
+    if compression and not isinstance(e, InputError):
+        kind = "gzip" if compression == "gzip" else "zstd"
+        if isinstance(e, EOFError):
+            return InputError(f"{p}{where}: {kind} stream ends early (truncated file?)")
+        if not isinstance(e, OSError) or isinstance(e, gzip.BadGzipFile) or e.errno is None:
+            return InputError(f"{p}{where}: not a valid {kind} file: {_first_line(e)}")
+    if isinstance(e, OSError):
+        return InputError(f"{p}{where}: cannot read: {e.strerror or _first_line(e)}")
+    return InputError(f"{p}{where}: cannot read: {_first_line(e)}")
+
+
+def _lines(p: Path, compression: str | None):
+    """(line number, line) of the decompressed file, read errors as InputError."""
+    with _open_binary(p, compression) as f:
+        lineno = 0
+        it = iter(f)
+        while True:
+            try:
+                line = next(it)
+            except StopIteration:
+                return
+            except Exception as e:          # gzip.BadGzipFile, EOFError, ZstdError, OSError
+                raise _stream_error(p, compression, f":{lineno + 1}", e) from None
+            lineno += 1
+            yield lineno, line
+
+
+def _iter_parquet(p: Path, batch_rows: int):
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(f"{p}: reading Parquet needs pyarrow (pip install pyarrow)") from None
-    docs: list[bytes] = []
-    total = 0
     try:
-        pf = pq.ParquetFile(p)
-        if "text" not in pf.schema_arrow.names:
-            raise InputError(f"{p}: no 'text' column (columns: {', '.join(pf.schema_arrow.names)})")
-        for batch in pf.iter_batches(columns=["text"]):
-            for text in batch.column(0).to_pylist():
-                if text is None:
-                    continue
-                doc = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
-                docs.append(doc)
-                total += len(doc)
-                if limit is not None and total >= limit:
-                    return docs
-    except InputError:
-        raise
-    except Exception as e:          # pyarrow raises its own error types
-        raise InputError(f"{p}: cannot read as Parquet: {str(e).splitlines()[0] if str(e) else e}") from None
-    return docs
+        # buffered column reads instead of whole pre-buffered row groups: a lower peak
+        # of memory at the same speed
+        pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
+        schema = pf.schema_arrow
+    except Exception as e:              # pyarrow raises its own error types
+        raise InputError(f"{p}: cannot read as Parquet: {_first_line(e)}") from None
+    if "text" not in schema.names:
+        raise InputError(f"{p}: no 'text' column (columns: {', '.join(schema.names)})")
+    kind = schema.field("text").type
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        as_bytes = pa.binary()
+    elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        as_bytes = pa.large_binary()
+    else:
+        raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
+    row = 0
+    batches = pf.iter_batches(columns=["text"], batch_size=batch_rows)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}") from None
+        # string -> binary is a zero-copy cast; to_pylist then gives bytes directly
+        for doc in batch.column(0).cast(as_bytes).to_pylist():
+            row += 1
+            if doc is not None:
+                yield doc
 
 
-def _jsonl(p: Path, limit: int | None) -> list[bytes]:
-    docs: list[bytes] = []
-    total = 0
-    for lineno, line in enumerate(_read_bytes(p).splitlines(), 1):
+def _iter_jsonl(p: Path, compression: str | None):
+    for lineno, line in _lines(p, compression):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except ValueError as e:
-            raise InputError(f"{p}:{lineno}: not valid JSON: {e}") from None
+        except ValueError as e:         # JSONDecodeError, UnicodeDecodeError
+            raise InputError(f"{p}:{lineno}: not valid JSON: {_first_line(e)}") from None
         text = obj.get("text") if isinstance(obj, dict) else None
         if not isinstance(text, str):
             raise InputError(f"{p}:{lineno}: no string 'text' field")
-        doc = text.encode("utf-8", "surrogatepass")
+        yield text.encode("utf-8", "surrogatepass")
+
+
+def _iter_text(p: Path, compression: str | None, separator):
+    if separator is None:
+        with _open_binary(p, compression) as f:
+            try:
+                data = f.read()
+            except Exception as e:
+                raise _stream_error(p, compression, "", e) from None
+        if data:
+            yield data
+        return
+    sep = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+    lines: list[bytes] = []
+    for _, line in _lines(p, compression):
+        if line.rstrip(b"\r\n") == sep:
+            if lines:
+                yield b"".join(lines)
+                lines = []
+        else:
+            lines.append(line)
+    if lines:
+        yield b"".join(lines)
+
+
+def iter_documents(path, *, separator=None, batch_rows: int = PARQUET_BATCH_ROWS):
+    """The documents of one file, as bytes, read as a stream (see the module doc for
+    the formats). The file is checked at once (InputError when missing, unreadable, a
+    directory or empty); reading errors come while iterating. `separator` (str or
+    bytes, no line break) applies to plain text files only."""
+    p = check_file(path)
+    fmt, compression = file_format(p)
+    if separator is not None:
+        raw = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+        if b"\n" in raw or b"\r" in raw:
+            raise ValueError("separator must be one line, without line breaks")
+    if fmt == "parquet":
+        if compression:
+            raise InputError(f"{p}: a compressed Parquet file is not supported "
+                             "(Parquet compresses its columns itself)")
+        return _iter_parquet(p, batch_rows)
+    if fmt == "jsonl":
+        return _iter_jsonl(p, compression)
+    return _iter_text(p, compression, separator)
+
+
+def _as_paths(paths) -> list:
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        return [paths]
+    return list(paths)
+
+
+def iter_batches(paths, batch_bytes: int = BATCH_BYTES, *, separator=None,
+                 limit_bytes: int | None = None):
+    """The documents of every file in `paths` (one path or a list), in order, as lists
+    of bytes of about `batch_bytes` bytes each (a batch ends with the document that
+    reaches batch_bytes; a longer document is a batch of its own). Every file is
+    checked before the first batch; a file without any document raises InputError.
+    With `limit_bytes`, whole documents are read until their total reaches it."""
+    files = [check_file(p) for p in _as_paths(paths)]
+    if not files:
+        raise InputError("no input files")
+    batch_bytes = max(1, int(batch_bytes))
+    limit = int(limit_bytes) if limit_bytes else None
+    return _batches(files, batch_bytes, separator, limit)
+
+
+def _batches(files, batch_bytes, separator, limit):
+    batch: list[bytes] = []
+    size = total = 0
+    for p in files:
+        docs = 0
+        for doc in iter_documents(p, separator=separator):
+            docs += 1
+            batch.append(doc)
+            size += len(doc)
+            total += len(doc)
+            if limit is not None and total >= limit:
+                yield batch
+                return
+            if size >= batch_bytes:
+                yield batch
+                batch, size = [], 0
+        if not docs:
+            raise InputError(f"{p}: is empty (no documents)")
+    if batch:
+        yield batch
+
+
+def read_documents(path, limit_bytes: int | None = None, *, separator=None) -> list[bytes]:
+    """The documents of one file, as bytes. With `limit_bytes`, whole documents are read
+    until their total reaches it (so the result may pass it by less than one document)."""
+    limit = int(limit_bytes) if limit_bytes else None
+    docs: list[bytes] = []
+    total = 0
+    it = iter_documents(path, separator=separator)
+    for doc in it:
         docs.append(doc)
         total += len(doc)
         if limit is not None and total >= limit:
             break
-    return docs
-
-
-def read_documents(path, limit_bytes: int | None = None) -> list[bytes]:
-    """The documents of one file, as bytes. With `limit_bytes`, whole documents are read
-    until their total reaches it (so the result may pass it by less than one document)."""
-    p = check_file(path)
-    limit = int(limit_bytes) if limit_bytes else None
-    name = p.name.lower()
-    if name.endswith(".parquet"):
-        docs = _parquet(p, limit)
-    elif name.endswith((".jsonl", ".jsonl.gz")):
-        docs = _jsonl(p, limit)
-    else:
-        data = _read_bytes(p)
-        docs = [data] if data else []
     if not docs:
-        raise InputError(f"{p}: is empty (no documents)")
+        raise InputError(f"{path}: is empty (no documents)")
     return docs
+
+
+def _estimate_one(p: Path) -> int | None:
+    fmt, compression = file_format(p)
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            md = pq.ParquetFile(p).metadata
+            total = 0
+            for r in range(md.num_row_groups):
+                rg = md.row_group(r)
+                for c in range(rg.num_columns):
+                    col = rg.column(c)
+                    if col.path_in_schema == "text":
+                        total += col.total_uncompressed_size
+            return total
+        size = p.stat().st_size
+        if compression is None:
+            return size
+        with open(p, "rb") as f:
+            if compression == "gzip":            # ISIZE: the last 4 bytes, mod 2**32
+                f.seek(max(0, size - 4))
+                tail = f.read(4)
+                return struct.unpack("<I", tail)[0] if len(tail) == 4 else None
+            import zstandard
+
+            n = zstandard.frame_content_size(f.read(18))
+            return n if n >= 0 else None
+    except Exception:                           # an estimate only: reading will tell
+        return None
+
+
+def estimate_bytes(paths) -> int | None:
+    """A guess of the text bytes in the files, before reading them (Parquet: the `text`
+    column's uncompressed size; plain files: their size; .gz: the size in the gzip
+    trailer; .zst: the frame's content size); None when some file cannot tell."""
+    total = 0
+    for path in _as_paths(paths):
+        n = _estimate_one(Path(path))
+        if n is None:
+            return None
+        total += n
+    return total

@@ -1,0 +1,323 @@
+"""`asmbpe bench train`: training speed against the trainers a user could pick instead.
+
+In one run, on the same documents (by default the first 100 MB of whole documents of
+english.parquet), at the same vocabulary size and thread count:
+
+- asmbpe:    harness.train(documents as bytes, vocab_size, threads=N);
+- rustbpe:   rustbpe.Tokenizer().train_from_iterator(iter(texts), vocab_size - 16,
+             pattern=ORACLE_PATTERN_LITERAL) (its vocabulary has no specials);
+- tokenizers: Hugging Face BPE + BpeTrainer(vocab_size - 16, ByteLevel alphabet, no
+             specials), pre-tokenizer Split(Regex(ORACLE_PATTERN_LITERAL), "isolated")
+             then ByteLevel(add_prefix_space=False, use_regex=False);
+- gigatoken: gigatoken.train_bpe(documents joined by b"\\xff", vocab_size - 16, [],
+             separator=b"\\xff") — with ITS OWN pre-tokenizer pattern, so its merges
+             are not expected to equal asmbpe's (row "gigatoken (own pattern)").
+             0xFF never occurs in UTF-8, so the separator cannot split a document.
+
+Every run of every implementation is a fresh subprocess (`python -m harness.bench_train
+--worker ...`), so memory peaks do not mix. The worker loads the documents in the form
+its trainer takes (untimed), then measures around the training call only:
+
+- wall seconds (time.perf_counter); the table shows the median over --runs;
+- CPU seconds (getrusage(RUSAGE_SELF) user + system, all threads of the process);
+- peak RSS: the worker resets the kernel's high-water mark after loading
+  (/proc/self/clear_refs "5") and reads VmHWM after training, so the peak is that of
+  training, with the loaded documents resident (as a trainer needs them); where
+  clear_refs is unavailable, ru_maxrss (which then includes loading);
+- the merges, as the ordered list of the byte strings they make, compared with
+  asmbpe's (merges_equal).
+
+Rayon-based peers get the thread count through RAYON_NUM_THREADS and
+RAYON_RS_NUM_CPUS. MB = 1e6 bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEP = b"\xff"                               # never in UTF-8 text
+
+IMPLS = ("asmbpe", "rustbpe", "tokenizers", "gigatoken")
+LABELS = {"gigatoken": "gigatoken (own pattern)"}
+MODULES = {"asmbpe": None, "rustbpe": "rustbpe", "tokenizers": "tokenizers",
+           "gigatoken": "gigatoken"}
+ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "median_s", "cpu_s",
+            "peak_rss_mb", "merges_equal")
+
+__all__ = ["bench_train", "IMPLS", "ROW_KEYS", "installed"]
+
+
+def installed(impl: str) -> bool:
+    mod = MODULES[impl]
+    return mod is None or importlib.util.find_spec(mod) is not None
+
+
+# --------------------------------------------------------------------------- worker
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character map (the ByteLevel alphabet)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss(reset_ok: bool) -> int:
+    if reset_ok:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _load(impl: str, blob_path: str):
+    blob = Path(blob_path).read_bytes()
+    if impl == "gigatoken":
+        return blob
+    docs = blob.split(SEP)
+    del blob
+    if impl == "asmbpe":
+        return docs
+    return [d.decode("utf-8") for d in docs]
+
+
+def _train(impl: str, data, vocab_size: int, threads: int) -> list[bytes]:
+    """Train; return the merged byte strings in merge order."""
+    n_plain = vocab_size - 16                       # 256 + merges: no specials
+    if impl == "asmbpe":
+        import harness
+
+        r = harness.train(data, vocab_size, threads=threads)
+        table = r.tokenizer.id_to_bytes()
+        return [table[256 + i] for i in range(r.n_merges)]
+    if impl == "rustbpe":
+        import rustbpe
+
+        from .oracle import ORACLE_PATTERN_LITERAL
+
+        tok = rustbpe.Tokenizer()
+        tok.train_from_iterator(iter(data), vocab_size=n_plain, pattern=ORACLE_PATTERN_LITERAL)
+        ranks = tok.get_mergeable_ranks()
+        items = ranks.items() if isinstance(ranks, dict) else ranks
+        return [bytes(k) for k, r in sorted(items, key=lambda kv: kv[1]) if r >= 256]
+    if impl == "tokenizers":
+        from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+        from .oracle import ORACLE_PATTERN_LITERAL
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(ORACLE_PATTERN_LITERAL), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+        trainer = trainers.BpeTrainer(vocab_size=n_plain, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      special_tokens=[])
+        tok.train_from_iterator(data, trainer=trainer)
+        merges = json.loads(tok.to_str())["model"]["merges"]
+        back = {c: b for b, c in _bytes_to_unicode().items()}
+        out = []
+        for m in merges:
+            a, b = m.split(" ", 1) if isinstance(m, str) else m
+            out.append(bytes(back[c] for c in a) + bytes(back[c] for c in b))
+        return out
+    if impl == "gigatoken":
+        import gigatoken
+
+        _, merges = gigatoken.train_bpe(data, n_plain, [], separator=SEP)
+        return [bytes(a) + bytes(b) for a, b in merges]
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: str) -> None:
+    data = _load(impl, blob_path)
+    gc.collect()
+    reset_ok = _reset_peak()
+    cpu0, t0 = _cpu(), time.perf_counter()
+    merged = _train(impl, data, vocab_size, threads)
+    wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    peak = _peak_rss(reset_ok)
+    Path(out_path).write_text(json.dumps(dict(
+        wall_s=wall, cpu_s=cpu, peak_rss_bytes=peak, peak_from_reset=reset_ok,
+        merges=[m.hex() for m in merged])))
+
+
+# ----------------------------------------------------------------------------- parent
+
+def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
+                timeout: float | None) -> dict:
+    out = tmp / f"{impl}.json"
+    out.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
+    env["TOKENIZERS_PARALLELISM"] = "true"
+    cmd = [sys.executable, "-m", "harness.bench_train", "--worker", impl, "--blob", str(blob),
+           "--vocab-size", str(vocab_size), "--threads", str(threads), "--out", str(out)]
+    try:
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {timeout:.0f} s")
+    if p.returncode != 0 or not out.is_file():
+        tail = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
+        return dict(error=f"exit status {p.returncode}: {tail[-1] if tail else 'no output'}")
+    return json.loads(out.read_text())
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
+                impls=IMPLS, out=print, timeout: float | None = None) -> list[dict]:
+    """Run every installed implementation `runs` times on the same documents; print a
+    table and return the rows (ROW_KEYS, plus merges / error / label details)."""
+    from .bench import cpu_model
+    from .corpora import InputError, corpus_path, read_documents
+    from .train import MIN_VOCAB
+    from .tokenizer import MAX_VOCAB
+
+    if not MIN_VOCAB < vocab_size <= MAX_VOCAB:
+        raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
+                         f"got {vocab_size}")
+    if threads < 1:
+        raise InputError(f"--threads must be >= 1, got {threads}")
+    path = corpus_path(corpus)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
+                         "the repository or set ASMBPE_CORPORA)")
+    from ._lib import lib
+
+    lib()                                           # a missing library fails first
+    docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+    nbytes = sum(len(d) for d in docs)
+    impls = [i for i in IMPLS if i in impls]
+    skipped = [i for i in impls if not installed(i)]
+    impls = [i for i in impls if i not in skipped]
+
+    out(f"train: {corpus}, {nbytes / 1e6:.1f} MB, {len(docs)} documents, vocab {vocab_size} "
+        f"({vocab_size - MIN_VOCAB} merges), {threads} thread(s), median of {runs} run(s), "
+        f"each run a fresh process; CPU: {cpu_model()}")
+    for i in skipped:
+        out(f"  {LABELS.get(i, i)}: not installed (pip install {MODULES[i]}), skipped")
+
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="asmbpe-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        blob = tmp / "docs.bin"
+        blob.write_bytes(SEP.join(docs))
+        del docs
+        reference = None
+        for impl in impls:
+            results = []
+            for k in range(runs):
+                res = _run_worker(impl, blob, vocab_size, threads, tmp, timeout)
+                if "error" in res:
+                    out(f"  {LABELS.get(impl, impl)}: run {k + 1} failed: {res['error']}")
+                    break
+                results.append(res)
+            row = dict(impl=LABELS.get(impl, impl), task="train", corpus=corpus, bytes=nbytes,
+                       threads=threads, median_s=None, cpu_s=None, peak_rss_mb=None,
+                       merges_equal=None)
+            if results:
+                merges = results[-1]["merges"]
+                if impl == "asmbpe":
+                    reference = merges
+                row.update(
+                    median_s=statistics.median(r["wall_s"] for r in results),
+                    cpu_s=statistics.median(r["cpu_s"] for r in results),
+                    peak_rss_mb=max(r["peak_rss_bytes"] for r in results) / 1e6,
+                    merges_equal=(merges == reference) if reference is not None else None,
+                    merges=len(merges),
+                    first_difference=_first_difference(reference, merges),
+                )
+            else:
+                row["error"] = "failed"
+            rows.append(row)
+    _table(rows, out)
+    return rows
+
+
+def _first_difference(ref, merges):
+    if ref is None or merges == ref:
+        return None
+    return next((i for i, (a, b) in enumerate(zip(ref, merges)) if a != b),
+                min(len(ref), len(merges)))
+
+
+def _table(rows: list[dict], out) -> None:
+    base = next((r for r in rows if r["impl"] == "asmbpe" and r["median_s"]), None)
+    head = (f"  {'impl':<24} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'merges':>7} "
+            f"{'= asmbpe':>9} {'time/asm':>9} {'mem/asm':>8}")
+    out(head)
+    out("  " + "-" * (len(head) - 2))
+    for r in rows:
+        if r["median_s"] is None:
+            out(f"  {r['impl']:<24} {'failed':>8}")
+            continue
+        t_ratio = r["median_s"] / base["median_s"] if base else None
+        m_ratio = r["peak_rss_mb"] / base["peak_rss_mb"] if base else None
+        eq = {True: "yes", False: "no", None: "-"}[r["merges_equal"]]
+        if r["merges_equal"] is False and r.get("first_difference") is not None:
+            eq = f"no@{r['first_difference']}"
+        out(f"  {r['impl']:<24} {r['median_s']:>8.2f} {r['cpu_s']:>8.2f} "
+            f"{r['peak_rss_mb']:>8.0f} {r['merges']:>7} {eq:>9} {_fmt_ratio(t_ratio):>9} "
+            f"{_fmt_ratio(m_ratio):>8}")
+
+
+def write_rows(rows: list[dict], path) -> None:
+    """The rows as JSON (ROW_KEYS only), through PATH.tmp and a rename."""
+    from .bench import write_json
+
+    write_json([{k: r[k] for k in ROW_KEYS} for r in rows], path)
+
+
+def _main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="bench train worker (internal)")
+    ap.add_argument("--worker", required=True, choices=IMPLS)
+    ap.add_argument("--blob", required=True)
+    ap.add_argument("--vocab-size", type=int, required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    worker(a.worker, a.blob, a.vocab_size, a.threads, a.out)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,406 @@
+"""Training (SPEC §4) from Python: documents in, merges + tokenizer out.
+
+    result = harness.train(inputs, vocab_size=32768, threads=None, naive=False,
+                           max_word_bytes=256, min_count=1, verify=False)
+
+Python reads the input and hands it to the library in batches (16 MB by default,
+measured faster than 4 or 64 MB on english): each batch is one
+padded buffer plus document end offsets, counted by ONE `asmbpe_count_words` call on
+`threads` threads into a persistent word table (which keeps copies of the words, so
+each batch is freed after its call). Then ONE `asmbpe_train` call lays the words out,
+counts the pairs and runs the whole merge loop on all threads.
+
+Timings (`TrainResult.stats["seconds"]`):
+
+- read:        Python: waiting for the next batch (files are read on a thread one
+               batch ahead, so reading overlaps counting and only the wait shows) and
+               copying it into the padded buffer, reused for every batch
+               (time.perf_counter);
+- count:       the asmbpe_count_words calls (perf_counter around them);
+- layout, pairs, merge_loop, verify: phases inside asmbpe_train, which the library
+               times with rdtsc. They are turned into seconds by sharing out the wall
+               time of the asmbpe_train call (perf_counter) in proportion to their
+               cycles, so they add up to that call's wall time; `tsc_hz` in the stats
+               is the implied rdtsc rate;
+- scan, apply, heap, compact: parts of merge_loop, converted at the same rate. The
+               library sums scan cycles over the threads; `scan` is that sum divided
+               by the number of threads (the mean per thread); apply, heap and compact
+               run on one thread;
+- train_call:  the asmbpe_train call as a whole; total: the whole of train().
+"""
+from __future__ import annotations
+
+import os
+import queue
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ._lib import ffi, lib
+from .buffers import PAD, PAD_BYTE
+from .corpora import estimate_bytes, iter_batches
+from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
+
+__all__ = ["train", "TrainResult", "TrainError", "MAX_THREADS", "MIN_VOCAB"]
+
+BATCH_BYTES = 16 << 20                   # text per asmbpe_count_words call (measured best)
+MIN_VOCAB = N_BYTES + N_SPECIAL          # 272: no merges at all
+MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
+
+# library status codes (asm/asmbpe.h)
+EINVAL, ENOMEM, ETHREAD, EVERIFY = -1, -2, -4, -5
+STATUS_TEXT = {
+    EINVAL: "an argument is out of range (ASMBPE_EINVAL)",
+    ENOMEM: "out of memory (ASMBPE_ENOMEM)",
+    ETHREAD: "a thread could not be started (ASMBPE_ETHREAD)",
+    EVERIFY: "verification failed (ASMBPE_EVERIFY)",
+}
+NONE = (1 << 64) - 1                     # ~0 in the VERIFY_* stats: no violation
+
+Progress = Callable[[str, int, "int | None"], None]
+
+
+class TrainError(RuntimeError):
+    """The library could not train (a negative status), or verify found a violation."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class TrainResult:
+    """What `train` learned.
+
+    merges:    (M, 2) uint16, merge i made token 256 + i from (left, right);
+    counts:    (M,) uint64, the winning pair count of each merge;
+    tokenizer: the Tokenizer of these merges (vocab_size = 256 + M + 16; smaller than
+               asked when training stopped early);
+    stats:     "seconds" (a dict per phase, see the module doc) and counters:
+               bytes_in, documents, chunks (chunks counted, long ones left out),
+               unique_words, words (unique words of >= 2 bytes, the ones laid out),
+               tokens (their bytes), distinct_pairs (at the start), merges,
+               merges_asked, rewrites (word rewrites), compactions, threads (of the
+               merge loop; 1 when naive), count_threads, naive, verify,
+               peak_memory_bytes (max of the library's peak mapped bytes and the
+               process's ru_maxrss), library_peak_bytes, max_rss_bytes, tsc_hz,
+               cycles (the raw rdtsc counts per phase).
+    """
+
+    merges: np.ndarray
+    counts: np.ndarray
+    tokenizer: Tokenizer
+    stats: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n_merges(self) -> int:
+        return len(self.counts)
+
+
+# ------------------------------------------------------------------------- arguments
+
+def _check_int(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value.__index__())
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _is_doc(x) -> bool:
+    return isinstance(x, (bytes, bytearray, memoryview, str))
+
+
+def _as_doc(x, k: int) -> bytes:
+    if isinstance(x, str):
+        return x.encode("utf-8", "surrogatepass")
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"input {k}: expected bytes, str or a path, got {type(x).__name__}")
+
+
+def _classify(inputs) -> tuple[str, list]:
+    """("docs", documents) or ("files", paths)."""
+    if _is_doc(inputs):
+        return "docs", [_as_doc(inputs, 0)]
+    if isinstance(inputs, os.PathLike):
+        return "files", [inputs]
+    try:
+        items = list(inputs)
+    except TypeError:
+        raise TypeError("inputs must be bytes, str, a path, or a list of documents or "
+                        f"of paths; got {type(inputs).__name__}") from None
+    paths = [isinstance(x, os.PathLike) for x in items]
+    if items and all(paths):
+        return "files", items
+    if any(paths):
+        raise TypeError("inputs mix documents and paths; give one kind (str is a "
+                        "document: wrap file names in pathlib.Path)")
+    return "docs", [_as_doc(x, k) for k, x in enumerate(items)]
+
+
+class _Packer:
+    """One padded buffer (SPEC §2: PAD readable bytes before and after the text), reused
+    for every batch, so each batch is one copy of its documents and no fresh pages are
+    faulted in per batch. `pack(docs)` -> (pointer to the text, doc end offsets)."""
+
+    def __init__(self):
+        self.array = np.empty(0, dtype=np.uint8)
+
+    def pack(self, docs: list[bytes]):
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
+        ends = np.cumsum(lengths, dtype=np.uint64)
+        n = int(ends[-1]) if len(ends) else 0
+        if len(self.array) < n + 2 * PAD:
+            self.array = np.empty(0, dtype=np.uint8)          # free before growing
+            self.array = np.empty(max(n + 2 * PAD, 1 << 16), dtype=np.uint8)
+            self.array[:PAD] = PAD_BYTE
+        view = memoryview(self.array)
+        pos = PAD
+        for d in docs:
+            view[pos:pos + len(d)] = d
+            pos += len(d)
+        self.array[pos:pos + PAD] = PAD_BYTE
+        ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
+        return ptr, ends, n
+
+
+def _prefetch(batches):
+    """Yield the items of `batches`, produced one ahead on a reader thread, so that
+    reading the next batch (Python, pyarrow, decompression) overlaps counting this one
+    (the library call releases the GIL). Exceptions of the reader come out here."""
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader():
+        try:
+            for item in batches:
+                if not put(("item", item)):
+                    return
+            put(("end", done))
+        except BaseException as e:          # handed over to the consumer
+            put(("error", e))
+
+    t = threading.Thread(target=reader, name="asmbpe-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "item":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        t.join()
+
+
+def _doc_batches(docs: list[bytes], batch_bytes: int):
+    batch, size = [], 0
+    for d in docs:
+        batch.append(d)
+        size += len(d)
+        if size >= batch_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+# ----------------------------------------------------------------------------- train
+
+def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bool = False,
+          max_word_bytes: int = 256, min_count: int = 1, verify: bool = False,
+          progress: Progress | None = None, *, batch_bytes: int = BATCH_BYTES,
+          separator=None) -> TrainResult:
+    """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
+
+    inputs: bytes or str (one document), a list/tuple/iterable of them (one document
+        each; str as UTF-8), or a path (os.PathLike, e.g. pathlib.Path) or list of
+        paths: files read as a stream by harness.corpora (Parquet `text`, JSONL `text`,
+        plain text; .gz/.zst). A plain str is a document, never a file name.
+    vocab_size: 256 + merges + 16 specials, 272..65535; vocab_size - 272 merges are
+        asked for, fewer are learned when no pair is left with min_count.
+    threads: threads for counting and the merge loop (default os.cpu_count(), at most
+        256); naive=True runs the merge loop on one thread, recounting every pair for
+        every merge (the library's naive twin).
+    max_word_bytes: chunks longer than this are left out (0 = no limit).
+    min_count: stop when the best pair's count is below this (0 counts as 1).
+    verify: after the run, recount every pair and compare with the table kept up to
+        date, and check the winning counts never went up; TrainError on a violation.
+    progress: called as progress("count", bytes_counted, bytes_estimated_or_None)
+        after each batch, progress("merge", 0, merges_asked) before the merge loop and
+        progress("merge", merges_learned, merges_asked) after it.
+    batch_bytes: text bytes per asmbpe_count_words call; separator: for plain text
+        files, see harness.corpora.iter_documents.
+    """
+    t_start = time.perf_counter()
+    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
+    if threads is None:
+        threads = min(os.cpu_count() or 1, MAX_THREADS)
+    threads = _check_int("threads", threads, 1)
+    threads = min(threads, MAX_THREADS)
+    max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
+    min_count = _check_int("min_count", min_count, 0)
+    batch_bytes = _check_int("batch_bytes", batch_bytes, 1)
+    n_merges = vocab_size - MIN_VOCAB
+    report = progress or (lambda phase, done, total: None)
+
+    kind, items = _classify(inputs)
+    if kind == "files":
+        total_est = estimate_bytes(items)
+        batches = _prefetch(iter_batches(items, batch_bytes, separator=separator))
+    else:
+        total_est = sum(len(d) for d in items)
+        batches = _doc_batches(items, batch_bytes)
+
+    L = lib()
+    L.asmbpe_mapped_peak(1)
+    seconds = dict(read=0.0, count=0.0)
+    bytes_in = documents = 0
+    tab = L.asmbpe_wordtab_new()
+    if tab == ffi.NULL:
+        raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
+    try:
+        report("count", 0, total_est)
+        packer = _Packer()
+        t0 = time.perf_counter()
+        for docs in batches:
+            ptr, ends, size = packer.pack(docs)
+            del docs
+            t1 = time.perf_counter()
+            seconds["read"] += t1 - t0
+            got = L.asmbpe_count_words(tab, ptr, ffi.from_buffer("uint64_t[]", ends),
+                                       len(ends), threads, max_word_bytes)
+            t0 = time.perf_counter()
+            seconds["count"] += t0 - t1
+            if got < 0:
+                raise TrainError(f"counting words failed: {_status(got)}", int(got))
+            bytes_in += size
+            documents += len(ends)
+            report("count", bytes_in, total_est)
+        del packer
+        seconds["read"] += time.perf_counter() - t0
+
+        unique_words = int(L.asmbpe_wordtab_size(tab))
+        chunks = int(L.asmbpe_wordtab_total(tab))
+        flags = (1 if naive else 0) | (2 if verify else 0)
+        merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
+        counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
+        raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+        report("merge", 0, n_merges)
+        t1 = time.perf_counter()
+        status = L.asmbpe_train(tab, n_merges, min_count, threads, flags,
+                                ffi.from_buffer("uint32_t[]", merges_u32),
+                                ffi.from_buffer("uint64_t[]", counts),
+                                ffi.from_buffer("uint64_t[]", raw))
+        train_call = time.perf_counter() - t1
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:                   # stop the reader thread on errors too
+            close()
+        L.asmbpe_wordtab_free(tab)
+
+    learned = int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status)
+    merges = np.ascontiguousarray(merges_u32[:max(learned, 0)]).view(np.uint16).reshape(-1, 2)
+    counts = counts[:max(learned, 0)].copy()
+    if status == EVERIFY:
+        raise TrainError(_verify_message(L, raw, merges, counts), EVERIFY)
+    if status < 0:
+        raise TrainError(f"training failed: {_status(status)}", int(status))
+    report("merge", learned, n_merges)
+
+    stats = _stats(L, raw, seconds, train_call)
+    tokenizer = Tokenizer(merges)
+    stats.update(
+        bytes_in=bytes_in, documents=documents, chunks=chunks, unique_words=unique_words,
+        merges=learned, merges_asked=n_merges, count_threads=threads,
+        naive=bool(naive), verify=bool(verify),
+    )
+    stats["seconds"]["total"] = time.perf_counter() - t_start
+    return TrainResult(merges=merges, counts=counts, tokenizer=tokenizer, stats=stats)
+
+
+def _status(status: int) -> str:
+    return STATUS_TEXT.get(int(status), f"unknown status {int(status)}")
+
+
+def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
+    ts = {name: int(raw[getattr(L, "ASMBPE_TS_" + name)]) for name in (
+        "CYC_LAYOUT", "CYC_PAIRS", "CYC_LOOP", "CYC_SCAN", "CYC_APPLY", "CYC_HEAP",
+        "CYC_VERIFY", "CYC_COMPACT", "WORDS", "TOKENS", "PAIRS", "MERGES", "REWRITTEN",
+        "COMPACTIONS", "THREADS", "PEAK_BYTES")}
+    cycles = dict(layout=ts["CYC_LAYOUT"], pairs=ts["CYC_PAIRS"], merge_loop=ts["CYC_LOOP"],
+                  verify=ts["CYC_VERIFY"], scan=ts["CYC_SCAN"], apply=ts["CYC_APPLY"],
+                  heap=ts["CYC_HEAP"], compact=ts["CYC_COMPACT"])
+    top = cycles["layout"] + cycles["pairs"] + cycles["merge_loop"] + cycles["verify"]
+    hz = top / train_call if train_call > 0 and top > 0 else 0.0
+    threads = max(ts["THREADS"], 1)
+
+    def sec(name: str, divide: int = 1) -> float:
+        return cycles[name] / divide / hz if hz else 0.0
+
+    seconds = dict(seconds)
+    seconds.update(layout=sec("layout"), pairs=sec("pairs"), merge_loop=sec("merge_loop"),
+                   scan=sec("scan", threads), apply=sec("apply"), heap=sec("heap"),
+                   compact=sec("compact"), verify=sec("verify"), train_call=train_call)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # KiB on Linux
+    return dict(
+        seconds=seconds, cycles=cycles, tsc_hz=hz,
+        words=ts["WORDS"], tokens=ts["TOKENS"], distinct_pairs=ts["PAIRS"],
+        rewrites=ts["REWRITTEN"], compactions=ts["COMPACTIONS"], threads=ts["THREADS"],
+        library_peak_bytes=ts["PEAK_BYTES"], max_rss_bytes=rss,
+        peak_memory_bytes=max(ts["PEAK_BYTES"], rss),
+    )
+
+
+def _id_bytes(merges: np.ndarray) -> list[bytes]:
+    table = [bytes([b]) for b in range(N_BYTES)]
+    for a, b in merges.tolist():
+        table.append(table[a] + table[b])
+    return table
+
+
+def _describe(ident: int, table: list[bytes]) -> str:
+    return f"{ident} {table[ident]!r}" if ident < len(table) else f"{ident} (undefined)"
+
+
+def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray) -> str:
+    """The first violation verify found, in words."""
+    table = _id_bytes(merges)
+    merge = int(raw[L.ASMBPE_TS_VERIFY_MERGE])
+    pair = int(raw[L.ASMBPE_TS_VERIFY_PAIR])
+    parts = []
+    if merge != NONE and 0 < merge < len(counts):
+        a, b = merges[merge].tolist()
+        parts.append(f"merge {merge} ({_describe(a, table)}, {_describe(b, table)}) won with "
+                     f"count {int(counts[merge])}, more than merge {merge - 1}'s "
+                     f"{int(counts[merge - 1])} (winning counts must never go up)")
+    elif merge != NONE:
+        parts.append(f"merge {merge}: the winning count went up")
+    if pair != NONE:
+        a, b = pair & 0xFFFF, pair >> 16
+        kept = int(raw[L.ASMBPE_TS_VERIFY_KEPT])
+        true = int(raw[L.ASMBPE_TS_VERIFY_TRUE])
+        parts.append(f"pair ({_describe(a, table)}, {_describe(b, table)}): the kept table "
+                     f"says {kept}, a full recount gives {true}")
+    return "verify failed after {} merges: {}".format(
+        len(counts), "; ".join(parts) if parts else "no detail reported")

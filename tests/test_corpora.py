@@ -1,0 +1,190 @@
+"""harness.corpora: one streaming reader per format (iter_documents), batches
+(iter_batches), read_documents built on them, estimate_bytes, and errors that name the
+file and the line or row."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from harness.corpora import (InputError, estimate_bytes, file_format, iter_batches,
+                             iter_documents, read_documents)
+
+DOCS = ["first", "sécond\nwith a newline", "", "third 😀", "x" * 5000]
+
+
+def jsonl_bytes(docs) -> bytes:
+    return "".join(json.dumps({"text": d}) + "\n" for d in docs).encode()
+
+
+def zstd_compress(data: bytes) -> bytes:
+    zstandard = pytest.importorskip("zstandard", reason="zstandard is not installed")
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def test_file_format():
+    assert file_format("a.parquet") == ("parquet", None)
+    assert file_format("a.JSONL") == ("jsonl", None)
+    assert file_format("a.jsonl.gz") == ("jsonl", "gzip")
+    assert file_format("a.ndjson.zst") == ("jsonl", "zstd")
+    assert file_format("a.txt.gz") == ("text", "gzip")
+    assert file_format("a.txt") == ("text", None)
+    assert file_format("README") == ("text", None)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "jsonl.gz", "jsonl.zst", "ndjson"])
+def test_jsonl_formats(tmp_path, suffix):
+    data = jsonl_bytes(DOCS) + b"\n  \n"                       # blank lines are skipped
+    if suffix.endswith(".gz"):
+        data = gzip.compress(data)
+    elif suffix.endswith(".zst"):
+        data = zstd_compress(data)
+    p = tmp_path / f"d.{suffix}"
+    p.write_bytes(data)
+    assert list(iter_documents(p)) == [d.encode() for d in DOCS]
+    assert read_documents(p) == [d.encode() for d in DOCS]
+
+
+def test_zstd_multiple_frames(tmp_path):
+    p = tmp_path / "d.jsonl.zst"
+    p.write_bytes(zstd_compress(jsonl_bytes(DOCS[:2])) + zstd_compress(jsonl_bytes(DOCS[2:])))
+    assert list(iter_documents(p)) == [d.encode() for d in DOCS]
+
+
+def test_zstd_missing_module(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_zstd(name, *a, **kw):
+        if name == "zstandard":
+            raise ImportError(name)
+        return real(name, *a, **kw)
+
+    p = tmp_path / "d.jsonl.zst"
+    p.write_bytes(b"\x28\xb5\x2f\xfd whatever")
+    monkeypatch.setattr(builtins, "__import__", no_zstd)
+    with pytest.raises(InputError, match=r"d\.jsonl\.zst: reading \.zst files needs the "
+                                         r"zstandard module"):
+        list(iter_documents(p))
+
+
+def test_plain_text(tmp_path):
+    raw = b"one\n\ntwo\xff\r\n---\nthree\n---\n---\nfour"
+    p = tmp_path / "a.txt"
+    p.write_bytes(raw)
+    assert list(iter_documents(p)) == [raw]                    # one document, as it is
+    assert list(iter_documents(p, separator="---")) == [b"one\n\ntwo\xff\r\n", b"three\n",
+                                                          b"four"]
+    assert list(iter_documents(p, separator="")) == [b"one\n", b"two\xff\r\n---\nthree\n"
+                                                     b"---\n---\nfour"]
+    g = tmp_path / "a.txt.gz"
+    g.write_bytes(gzip.compress(raw))
+    assert list(iter_documents(g)) == [raw]
+    assert list(iter_documents(g, separator=b"---"))[1] == b"three\n"
+    with pytest.raises(ValueError, match="one line"):
+        iter_documents(p, separator="a\nb")
+
+
+def test_plain_text_zst(tmp_path):
+    p = tmp_path / "a.txt.zst"
+    p.write_bytes(zstd_compress(b"hello\n--\nworld\n"))
+    assert list(iter_documents(p)) == [b"hello\n--\nworld\n"]
+    assert list(iter_documents(p, separator="--")) == [b"hello\n", b"world\n"]
+
+
+def test_parquet(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": ["x" * 10, None, "yé", "", "z"], "n": [1, 2, 3, 4, 5]}),
+                   p, row_group_size=2)
+    assert list(iter_documents(p)) == [b"x" * 10, "yé".encode(), b"", b"z"]
+    assert list(iter_documents(p, batch_rows=1)) == [b"x" * 10, "yé".encode(), b"", b"z"]
+    assert estimate_bytes(p) > 0
+    b = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"\xff\x00", b"ok"], pa.binary())}), b)
+    assert list(iter_documents(b)) == [b"\xff\x00", b"ok"]
+    n = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"text": [1, 2]}), n)
+    with pytest.raises(InputError, match="column 'text' holds int64"):
+        list(iter_documents(n))
+
+
+def test_parquet_errors(tmp_path):
+    pytest.importorskip("pyarrow")
+    p = tmp_path / "bad.parquet"
+    p.write_bytes(b"PAR1 this is not parquet at all PAR1")
+    with pytest.raises(InputError, match="bad.parquet: cannot read as Parquet"):
+        list(iter_documents(p))
+    z = tmp_path / "x.parquet.gz"
+    z.write_bytes(gzip.compress(b"x"))
+    with pytest.raises(InputError, match="compressed Parquet"):
+        iter_documents(z)
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b'{"text": "ok"}\n{"text": 1}\n', "x.jsonl:2: no string 'text' field"),
+    (b'{"text": "ok"}\n\n[1, 2]\n', "x.jsonl:3: no string 'text' field"),
+    (b'{"text": "ok"}\n{"text": "a\xff"}\n', "x.jsonl:2: not valid JSON"),
+    (b'{"text": "ok"}\n{"text": "a"\n', "x.jsonl:2: not valid JSON"),
+])
+def test_jsonl_errors_name_the_line(tmp_path, content, needle):
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        list(iter_documents(p))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_compressed_errors(tmp_path):
+    p = tmp_path / "x.jsonl.gz"
+    p.write_bytes(b"this is not gzip at all\n" * 10)
+    with pytest.raises(InputError, match=r"x\.jsonl\.gz:1: not a valid gzip file"):
+        list(iter_documents(p))
+    t = tmp_path / "t.jsonl.gz"
+    t.write_bytes(gzip.compress(jsonl_bytes(DOCS * 200))[:-30])
+    with pytest.raises(InputError, match=r"t\.jsonl\.gz:\d+: gzip stream ends early"):
+        list(iter_documents(t))
+    tx = tmp_path / "t.txt.gz"
+    tx.write_bytes(b"garbage")
+    with pytest.raises(InputError, match=r"t\.txt\.gz: not a valid gzip file"):
+        list(iter_documents(tx))
+    z = tmp_path / "x.jsonl.zst"
+    z.write_bytes(b"not zstd either\n")
+    pytest.importorskip("zstandard")
+    with pytest.raises(InputError, match=r"x\.jsonl\.zst:1: not a valid zstd file"):
+        list(iter_documents(z))
+
+
+def test_iter_batches(tmp_path):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(jsonl_bytes(["a" * 100] * 10))
+    b = tmp_path / "b.txt"
+    b.write_bytes(b"b" * 1000)
+    batches = list(iter_batches([a, b], batch_bytes=250))
+    assert [len(x) for x in batches] == [3, 3, 3, 2]          # a batch may span files
+    assert [d for x in batches for d in x] == [b"a" * 100] * 10 + [b"b" * 1000]
+    assert list(iter_batches(a)) == [[b"a" * 100] * 10]                     # one path
+    assert sum(map(len, iter_batches([a, b], limit_bytes=350))) == 4
+    empty = tmp_path / "e.jsonl"
+    empty.write_bytes(b"\n\n")
+    with pytest.raises(InputError, match="e.jsonl: is empty"):
+        list(iter_batches([a, empty]))
+    with pytest.raises(InputError, match="no such file"):
+        iter_batches([a, tmp_path / "missing"])                          # checked at once
+    with pytest.raises(InputError, match="no input files"):
+        iter_batches([])
+
+
+def test_estimate_bytes(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"x" * 1234)
+    g = tmp_path / "a.txt.gz"
+    g.write_bytes(gzip.compress(b"y" * 5000))
+    assert estimate_bytes([a, g]) == 1234 + 5000
+    z = tmp_path / "a.txt.zst"
+    z.write_bytes(zstd_compress(b"z" * 777))
+    assert estimate_bytes(z) == 777
