@@ -909,10 +909,20 @@ choose:
 ; layout helpers: segments and compaction
 ;=============================================================================
 
-; segments: rdi = ctx.  Splits the words into X_NTH runs of about equal
-; positions.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+; segments: rdi = ctx.  Splits the words into X_NSEG runs of about equal
+; positions: SEGS_PER_THREAD per thread (at most MAX_THREADS), claimed by
+; the threads one at a time each merge so uneven rewrite work evens out.
+; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
 segments:
     mov         r8, [rdi + X_NTH]
+    cmp         r8, 1
+    je          .nseg
+    shl         r8, 3                           ; x SEGS_PER_THREAD
+    mov         eax, MAX_THREADS
+    cmp         r8, rax
+    cmova       r8, rax
+.nseg:
+    mov         [rdi + X_NSEG], r8d
     mov         r9, [rdi + X_NW]
     mov         r10, [rdi + X_WS]
     mov         qword [rdi + X_SEG], 0
@@ -1113,6 +1123,7 @@ coordinate:
     jne         .stop
     mov         rdi, r12
     call        choose
+    mov         dword [r12 + X_NEXTSEG], 0      ; segments for the next merge
     RDTSC64
     sub         rax, r15
     mov         rdx, [r12 + X_STATS]
@@ -1159,11 +1170,18 @@ worker:
     call        asmbpe_barrier_wait
     cmp         qword [r12 + X_DONE], 0
     jne         .exit
+.claim:                                         ; next segment, any thread
+    mov         eax, 1
+    lock xadd   [r12 + X_NEXTSEG], eax
+    cmp         eax, [r12 + X_NSEG]
+    jae         .scanned
     mov         rdi, r12
     mov         rsi, rbx
-    mov         rdx, [r12 + X_SEG + r13 * 8]
-    mov         rcx, [r12 + X_SEG + r13 * 8 + 8]
+    mov         rdx, [r12 + X_SEG + rax * 8]
+    mov         rcx, [r12 + X_SEG + rax * 8 + 8]
     call        scan_segment
+    jmp         .claim
+.scanned:
     lea         rdi, [r12 + X_BAR]
     call        asmbpe_barrier_wait
     test        r13, r13
@@ -1669,6 +1687,7 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     push        rax
     mov         rdi, [rsp + 16]
     call        choose
+    mov         dword [rdi + X_NEXTSEG], 0
     cmp         qword [rdi + X_DONE], 0
     jne         .loop_done
     lea         rdi, [worker]
@@ -1781,6 +1800,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     jnz         .free_ctx
     mov         r8, [rbx + X_STATS]
     mov         rax, [r8 + ST_MERGES * 8]
+    test        qword [rbx + X_FLAGS], TF_VERIFY
+    jz          .free_ctx                       ; (the stats still tell)
     cmp         qword [r8 + ST_VERIFY_MERGE * 8], -1
     jne         .verify_failed
     cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
