@@ -6,7 +6,8 @@
 #      prints the sudo command to run and stops),
 #   2. pip-installs this checkout in editable mode with the test extra,
 #   3. builds harness/libasmbpe.so (python3 build.py),
-#   4. splits datasets/kjv.txt (a preview of the chunks) and runs `asmbpe check`.
+#   4. runs `asmbpe check`, previews the chunks of datasets/kjv.txt, and trains a
+#      tokenizer on it (the main job): datasets/kjv.tokenizer.bin.
 #
 # PYTHON=/path/to/python bash setup.sh uses another interpreter (>= 3.10).
 set -euo pipefail
@@ -60,4 +61,6 @@ echo "== asmbpe split datasets/kjv.txt | head -c 600"
 echo
 echo "== asmbpe check"
 "${ASMBPE[@]}" check
+echo "== asmbpe train datasets/kjv.txt -o datasets/kjv.tokenizer.bin --vocab-size 8192 --verify"
+"${ASMBPE[@]}" train datasets/kjv.txt -o datasets/kjv.tokenizer.bin --vocab-size 8192 --verify
 echo "setup.sh: done. Next: python3 -m pytest -q"
