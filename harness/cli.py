@@ -84,8 +84,9 @@ def _quiet_broken_pipe() -> None:
 
 class _TrainProgress:
     """harness.train's progress callback for the terminal (stderr): a bar while counting
-    (by text bytes, MB/s), then a spinner with the elapsed time while the merge loop
-    runs inside one library call (cffi releases the GIL, so a thread can draw it)."""
+    (by text bytes, MB/s), then, while the merge loop runs inside one library call
+    (cffi releases the GIL, so a thread can draw it), merges done, merges/s and the
+    current winning count, read live from the library's output arrays."""
 
     SPIN = "|/-\\"
 
@@ -99,6 +100,11 @@ class _TrainProgress:
         self.t_merge = None
         self.stop = threading.Event()
         self.thread = None
+        self.live = None
+
+    def set_live(self, live) -> None:
+        """live() -> (merges done, winning count of the latest merge)."""
+        self.live = live
 
     def __call__(self, phase: str, done: int, total):
         if not self.enabled:
@@ -145,7 +151,13 @@ class _TrainProgress:
         k = 0
         while not self.stop.wait(0.1):
             took = time.perf_counter() - self.t_merge
-            self.err.write(f"\rmerging: up to {total} merges {self.SPIN[k % 4]} {took:.1f} s")
+            if self.live is not None:
+                m, count = self.live()
+                rate = m / took if took > 0 else 0.0
+                self.err.write(f"\rmerging: {m}/{total} merges, {rate:,.0f} merges/s, "
+                               f"winning count {count:,} {self.SPIN[k % 4]} {took:.1f} s ")
+            else:
+                self.err.write(f"\rmerging: up to {total} merges {self.SPIN[k % 4]} {took:.1f} s")
             self.err.flush()
             k += 1
 

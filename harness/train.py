@@ -306,6 +306,17 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
         merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
         counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
         raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+        set_live = getattr(progress, "set_live", None)
+        if set_live is not None:
+            # the library writes each merge's count and the merge counter as it
+            # goes, and cffi releases the GIL during the call: a progress thread
+            # can read them (aligned u64 stores: never torn on x86-64)
+            i_merges = int(L.ASMBPE_TS_MERGES)
+
+            def live() -> tuple[int, int]:
+                m = int(raw[i_merges])
+                return m, int(counts[m - 1]) if m else 0
+            set_live(live)
         report("merge", 0, n_merges)
         t1 = time.perf_counter()
         status = L.asmbpe_train(tab, n_merges, min_count, threads, flags,
