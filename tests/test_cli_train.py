@@ -181,9 +181,10 @@ def test_bench_train_smoke(tmp_path):
         ("rustbpe", "rustbpe"), ("tokenizers", "tokenizers"),
         ("gigatoken", "gigatoken (own pattern)")) if installed(name)]
     assert impls == expect
+    from harness.bench_train import LABELS
     for name in ("rustbpe", "tokenizers", "gigatoken"):
         if not installed(name):
-            assert f"{name}: not installed" in r.output
+            assert f"{LABELS.get(name, name)}: not installed" in r.output
     for row in rows:
         assert list(row) == list(ROW_KEYS)
         assert row["task"] == "train" and row["corpus"] == "english"
