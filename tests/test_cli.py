@@ -11,31 +11,17 @@ import types
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+
+from cli_util import invoke, one_line_error
 
 import harness
 from harness import _lib
-from harness.cli import asmbpe
 from harness.corpora import InputError, available, corpora_dir, read_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW_KEYS = {"impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s"}
 
 
-def invoke(*args, **kw):
-    return CliRunner().invoke(asmbpe, [str(a) for a in args], **kw)
-
-
-def one_line_error(result, needle: str):
-    """Exit 1, nothing on stdout, one line `asmbpe: error: ...needle...`, no traceback."""
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert result.stdout_bytes == b""
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1, result.output
-    assert lines[0].startswith("asmbpe: error: ")
-    assert needle in lines[0]
-    assert "Traceback" not in result.output
 
 
 # --------------------------------------------------------------------------- split

@@ -7,11 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+
+from cli_util import invoke
+from cli_util import one_line_error as _one_line_error
+
+
+def one_line_error(result, needle: str) -> None:
+    _one_line_error(result, needle, progress_ok=True)     # progress lines may precede
 
 import harness
 from harness.bench_train import ROW_KEYS, installed
-from harness.cli import asmbpe
 from harness.corpora import available, corpora_dir
 from harness.tokenizer import Tokenizer
 
@@ -19,20 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KJV = ROOT / "datasets" / "kjv.txt"
 
 
-def invoke(*args, **kw):
-    return CliRunner().invoke(asmbpe, [str(a) for a in args], **kw)
-
-
-def one_line_error(result, needle: str):
-    """Exit 1, nothing on stdout, one line `asmbpe: error: ...needle...`, no traceback."""
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert result.stdout_bytes == b""
-    lines = [ln for ln in result.stderr.strip().splitlines()
-             if ln.startswith("asmbpe: error: ")]
-    assert len(lines) == 1, result.output
-    assert needle in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 @pytest.fixture
