@@ -227,6 +227,10 @@ def _doc_batches(docs: list[bytes], batch_bytes: int):
 
 # ----------------------------------------------------------------------------- train
 
+SMALL_WORDS_BYTES = 1 << 20     # unique-word bytes under which the merge loop, when
+                                # threads are not given, runs on one thread
+
+
 def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bool = False,
           max_word_bytes: int = 256, min_count: int = 1, verify: bool = False,
           progress: Progress | None = None, *, batch_bytes: int = BATCH_BYTES,
@@ -239,7 +243,8 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
         plain text; .gz/.zst). A plain str is a document, never a file name.
     vocab_size: 256 + merges + 16 specials, 272..65535; vocab_size - 272 merges are
         asked for, fewer are learned when no pair is left with min_count.
-    threads: threads for counting and the merge loop (default os.cpu_count(), at most
+    threads: threads for counting and the merge loop (default os.cpu_count(), and one
+        for the merge loop when the unique words hold under SMALL_WORDS_BYTES; at most
         256); naive=True runs the merge loop on one thread, recounting every pair for
         every merge (the library's naive twin).
     max_word_bytes: chunks longer than this are left out (0 = no limit).
@@ -254,6 +259,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     """
     t_start = time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
+    auto_threads = threads is None
     if threads is None:
         threads = min(os.cpu_count() or 1, MAX_THREADS)
     threads = _check_int("threads", threads, 1)
@@ -319,7 +325,11 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
             set_live(live)
         report("merge", 0, n_merges)
         t1 = time.perf_counter()
-        status = L.asmbpe_train(tab, n_merges, min_count, threads, flags,
+        loop_threads = threads
+        if auto_threads and int(L.asmbpe_wordtab_key_bytes(tab)) < SMALL_WORDS_BYTES:
+            loop_threads = 1            # tiny word arrays: two barriers a merge cost
+                                        # more than a second scanner saves
+        status = L.asmbpe_train(tab, n_merges, min_count, loop_threads, flags,
                                 ffi.from_buffer("uint32_t[]", merges_u32),
                                 ffi.from_buffer("uint64_t[]", counts),
                                 ffi.from_buffer("uint64_t[]", raw))
