@@ -202,9 +202,7 @@ ENDFUNC
 ; hashes.  eax = 0 or ASMBPE_ENOMEM (then the table is as it was).
 ;-----------------------------------------------------------------------------
 tab_grow:
-    push        rbx
-    push        r12
-    push        r13
+    SAVE        rbx, r12, r13
     mov         rbx, rdi
     mov         rdi, [rbx + T_MASK]
     inc         rdi
@@ -256,10 +254,7 @@ tab_grow:
 .enomem:
     mov         eax, ASMBPE_ENOMEM
 .ret:
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;-----------------------------------------------------------------------------
 ; The counting context (on asmbpe_count_words' stack) and its worker.
@@ -314,12 +309,7 @@ lower_bound_doc:
 ; void count_worker(ctx, tid): counts the chunks of the documents whose start
 ; falls in this thread's share of the bytes into its own table.
 count_worker:
-    push        rbx
-    push        rbp
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, CW_FRAME
     mov         r12, rdi
     mov         [rsp + L_CTX], rdi
@@ -463,13 +453,7 @@ count_worker:
     mov         [r12 + C_STATUS], rax           ; any worker's failure
 .done:
     add         rsp, CW_FRAME
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbp
-    pop         rbx
-    ret
+    RESTORE
 
 ;-----------------------------------------------------------------------------
 ; asmbpe_wordtab *asmbpe_wordtab_new(void)         NULL when out of memory

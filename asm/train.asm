@@ -103,9 +103,7 @@ pt_add:
 
 ; pt_alloc: rdi = ctx, rsi = nslots (power of two).  eax = 0 or ENOMEM.
 pt_alloc:
-    push        rbx
-    push        r12
-    push        r13
+    SAVE        rbx, r12, r13
     mov         rbx, rdi
     mov         r12, rsi
     mov         rdi, rsi
@@ -125,14 +123,11 @@ pt_alloc:
 .enomem:
     mov         eax, ASMBPE_ENOMEM
 .ret:
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ; pt_free: rdi = ctx
 pt_free:
-    push        rbx
+    SAVE        rbx
     mov         rbx, rdi
     mov         rdi, [rbx + X_PT]
     mov         rsi, [rbx + X_PTMASK]
@@ -140,17 +135,11 @@ pt_free:
     shl         rsi, 4
     call        asmbpe_unmap
     mov         qword [rbx + X_PT], 0
-    pop         rbx
-    ret
+    RESTORE
 
 ; pt_grow: rdi = ctx.  Doubles the table.  Keeps rdi.
 pt_grow:
-    push        rbx
-    push        r12
-    push        r13
-    push        r14
-    push        r15
-    push        rdi
+    SAVE        rbx, r12, r13, r14, r15, rdi
     mov         rbx, rdi
     mov         r12, [rbx + X_PT]               ; old slots
     mov         r13, [rbx + X_PTMASK]
@@ -190,13 +179,7 @@ pt_grow:
     mov         [rbx + X_PTMASK], rcx
     mov         qword [rbx + X_STATUS], ASMBPE_ENOMEM
 .ret:
-    pop         rdi
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; heap: entries {u64 count, u64 P}; the best is the highest count, then the
@@ -327,7 +310,7 @@ heap_pop:
 
 ; dm_alloc: -> rax = map or 0.
 dm_alloc:
-    push        rbx
+    SAVE        rbx
     mov         edi, 4096
     call        asmbpe_map
     test        rax, rax
@@ -349,14 +332,12 @@ dm_alloc:
     mov         [rbx + DM_LIST], rax
     mov         rax, rbx
 .ret:
-    pop         rbx
-    ret
+    RESTORE
 .fail:
     mov         rdi, rbx
     call        dm_free
     xor         eax, eax
-    pop         rbx
-    ret
+    RESTORE
 
 ; dm_free: rdi = map (or 0)
 dm_free:
@@ -421,14 +402,7 @@ dm_add:
 
 ; dm_grow: rbx = map.  Doubles slots and list.  Keeps rsi, rdx, rdi, r10-r15.
 dm_grow:
-    push        rsi
-    push        rdx
-    push        rdi
-    push        r10
-    push        r11
-    push        r12
-    push        r13
-    push        r14
+    SAVE        rsi, rdx, rdi, r10, r11, r12, r13, r14
     mov         r12, [rbx + DM_MASK]
     inc         r12                             ; old nslots
     lea         rdi, [r12 * 2]
@@ -495,15 +469,7 @@ dm_grow:
 .fail:
     mov         qword [rbx + DM_STATUS], ASMBPE_ENOMEM
 .ret:
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         r11
-    pop         r10
-    pop         rdi
-    pop         rdx
-    pop         rsi
-    ret
+    RESTORE
 
 ; dm_clear: rbx = map.  Frees the used slots.  Clobbers rax, rcx, rdx, r8.
 dm_clear:
@@ -537,12 +503,7 @@ dm_clear:
 %define SC_FRAME    56      ; 6 pushes + 56: calls aligned
 
 scan_segment:
-    push        rbx
-    push        rbp
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, SC_FRAME
     mov         r12, rdi
     mov         rbx, rsi
@@ -806,13 +767,7 @@ scan_segment:
     sub         rax, [rsp + SC_T0]
     add         [rbx + DM_CYC], rax
     add         rsp, SC_FRAME
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbp
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; choosing and recording merges (thread 0)
@@ -853,9 +808,7 @@ record_merge:
 ; stale top is re-pushed with its real count when lower, dropped when
 ; higher) and records it, or sets X_DONE.  Keeps rdi.
 choose:
-    push        rbx
-    push        r12
-    push        r13
+    SAVE        rbx, r12, r13
     mov         rbx, rdi
     mov         r8, [rbx + X_STATS]
     mov         rax, [r8 + ST_MERGES * 8]
@@ -900,10 +853,7 @@ choose:
     mov         qword [rbx + X_DONE], 1
 .ret:
     mov         rdi, rbx
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; layout helpers: segments and compaction
@@ -960,8 +910,7 @@ segments:
 ; down to one token (they have no pairs), moving the rest to the front.
 ; Keeps rdi.
 compact:
-    push        rbx
-    push        r12
+    SAVE        rbx, r12
     mov         rbx, rdi
     mov         r8, [rbx + X_W]
     mov         r9, [rbx + X_WS]
@@ -1015,16 +964,14 @@ compact:
     mov         rax, [rbx + X_STATS]
     inc         qword [rax + ST_COMPACTIONS * 8]
     mov         rdi, rbx
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; bloom_build: rdi = ctx.  Recomputes every chunk's token filter from W.
 ; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8.
 ;=============================================================================
 bloom_build:
-    push        rdi
+    SAVE        rdi
     mov         rsi, rdi
     mov         rcx, [rsi + X_WLEN]
     shr         rcx, CHUNK_SHIFT
@@ -1051,8 +998,7 @@ bloom_build:
     inc         rcx
     jmp         .pos
 .done:
-    pop         rdi
-    ret
+    RESTORE
 
 ;=============================================================================
 ; coordinate (thread 0 between merges): apply every thread's deltas to the
@@ -1060,11 +1006,7 @@ bloom_build:
 ; compact the words when at most half of W is still in use.
 ;=============================================================================
 coordinate:
-    push        rbx
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, r12, r13, r14, r15
     mov         r12, rdi
     RDTSC64
     mov         r15, rax
@@ -1146,12 +1088,7 @@ coordinate:
 .stop:
     mov         qword [r12 + X_DONE], 1
 .ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; worker(ctx, tid): the merge loop of every thread.  Barrier 1: the merge is
@@ -1159,9 +1096,7 @@ coordinate:
 ; scans done; thread 0 coordinates while the others wait at barrier 1.
 ;=============================================================================
 worker:
-    push        rbx
-    push        r12
-    push        r13
+    SAVE        rbx, r12, r13
     mov         r12, rdi
     mov         r13, rsi
     mov         rbx, [r12 + X_DM + r13 * 8]
@@ -1190,21 +1125,14 @@ worker:
     call        coordinate
     jmp         .round
 .exit:
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; count_all_pairs: rdi = ctx.  Adds count(word) for every adjacent pair of
 ; every word to the pair table.  Keeps rdi.
 ;=============================================================================
 count_all_pairs:
-    push        rbx
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, r12, r13, r14, r15
     mov         rbx, rdi
     xor         r12d, r12d                      ; k
 .word:
@@ -1232,23 +1160,14 @@ count_all_pairs:
     jmp         .word
 .ret:
     mov         rdi, rbx
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
 ; from scratch, take the best (highest count, then smallest pair), rewrite.
 ;=============================================================================
 naive_loop:
-    push        rbx
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, r12, r13, r14, r15
     mov         rbx, rdi
 .merge:
     mov         r8, [rbx + X_STATS]
@@ -1310,23 +1229,14 @@ naive_loop:
     jz          .merge
     mov         [rbx + X_STATUS], rax
 .ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;=============================================================================
 ; verify: rdi = ctx.  Recounts every pair into a fresh table and compares it
 ; with the kept one both ways; the first disagreement goes to the stats.
 ;=============================================================================
 verify:
-    push        rbx
-    push        r12
-    push        r13
-    push        r14
-    push        r15
+    SAVE        rbx, r12, r13, r14, r15
     mov         rbx, rdi
     mov         r12, [rbx + X_PT]               ; kept table
     mov         r13, [rbx + X_PTMASK]
@@ -1398,12 +1308,7 @@ verify:
     mov         [rbx + X_PTMASK], r13
     mov         qword [rbx + X_STATUS], ASMBPE_ENOMEM
 .ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 .report:                                        ; first disagreement only
     mov         r8, [rbx + X_STATS]
     cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1

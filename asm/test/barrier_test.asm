@@ -20,9 +20,7 @@ section .text
 ; after each that all waiters have arrived for it; the last tid sends
 ; FUTEX_WAKE to the generation word until the waiters are done.
 barrier_fn:
-    push        rbx
-    push        r12
-    push        r13
+    SAVE        rbx, r12, r13
     mov         rbx, rdi
     cmp         rsi, [rbx + B_WAITERS]
     jae         .waker
@@ -58,10 +56,7 @@ barrier_fn:
     pause
     jmp         .waker
 .ret:
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret
+    RESTORE
 
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_test_barrier(uint64_t nthreads, uint64_t rounds)
