@@ -19,14 +19,33 @@ mapped_peak:    resq 1
 section .text
 
 ;-----------------------------------------------------------------------------
+; account (local): rdx = change in bytes mapped (signed).  The one place that
+; keeps mapped_now and raises mapped_peak (compare-and-swap, so concurrent
+; threads cannot lower it).  Returns (ret) with rax unchanged; clobbers rcx,
+; rdx, r9.  Reached by tail jumps from map, remap and unmap.
+;-----------------------------------------------------------------------------
+account:
+    mov         r9, rdx
+    lock xadd   [mapped_now], rdx
+    add         r9, rdx                         ; the new total
+    mov         rdx, rax
+.peak:
+    mov         rax, [mapped_peak]
+    cmp         r9, rax
+    jle         .done
+    lock cmpxchg [mapped_peak], r9
+    jne         .peak
+.done:
+    mov         rax, rdx
+    ret
+
+;-----------------------------------------------------------------------------
 ; void *asmbpe_map(size_t bytes)
 ; Anonymous read-write zeroed pages; NULL on failure.  Counts the bytes.
 ; Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
 ;-----------------------------------------------------------------------------
 HIDDEN
 FUNC asmbpe_map, 1, 1, 0, bytes
-    push        rbx
-    mov         rbx, bytesq
     mov         rsi, bytesq
     xor         edi, edi
     mov         edx, PROT_RW
@@ -41,23 +60,10 @@ FUNC asmbpe_map, 1, 1, 0, bytes
     jb          .counted                        ; pages, 512x fewer faults
     call        advise_huge
 .counted:
-    lock xadd   [mapped_now], rbx
-    add         rbx, rsi                        ; new total (rsi = bytes)
-.peak:
-    mov         rcx, [mapped_peak]
-    cmp         rbx, rcx
-    jbe         .done
-    push        rax
-    mov         rax, rcx
-    lock cmpxchg [mapped_peak], rbx
-    pop         rax
-    jne         .peak
-.done:
-    pop         rbx
-    RET
+    mov         rdx, rsi
+    jmp         account                         ; tail call: rax stays
 .fail:
     xor         eax, eax
-    pop         rbx
     RET
 ENDFUNC
 
@@ -74,16 +80,17 @@ advise_huge:
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_unmap(void *p, size_t bytes)      (p may be NULL)
+; Uncounts the bytes.  Clobbers rax, rcx, rdx, r9, r11.
 ;-----------------------------------------------------------------------------
 HIDDEN
 FUNC asmbpe_unmap, 2, 2, 0, p, bytes
     test        pq, pq
     jz          .ret
-    mov         rax, bytesq
-    neg         rax
-    lock add    [mapped_now], rax
     mov         eax, SYS_MUNMAP
     syscall
+    mov         rdx, bytesq
+    neg         rdx
+    jmp         account
 .ret:
     RET
 ENDFUNC
@@ -91,16 +98,15 @@ ENDFUNC
 ;-----------------------------------------------------------------------------
 ; void *asmbpe_remap(void *p, size_t old_bytes, size_t new_bytes)
 ; Grows (or shrinks) a mapping, moving it if needed; NULL on failure (p is
-; then still valid).
+; then still valid).  Clobbers rcx, rdx, rsi, rdi, r8-r11.
 ;-----------------------------------------------------------------------------
 HIDDEN
 FUNC asmbpe_remap, 3, 3, 0, p, old, new
-    push        rbx
-    mov         rbx, newq
-    sub         rbx, oldq                       ; change in bytes
+    mov         r8, newq
+    sub         r8, oldq                        ; change in bytes
     mov         r10d, MREMAP_MAYMOVE
     mov         eax, SYS_MREMAP
-    syscall
+    syscall                                     ; (keeps rdx = new, r8)
     cmp         rax, -4095
     jae         .fail
     cmp         rdx, HUGE_MIN
@@ -108,17 +114,10 @@ FUNC asmbpe_remap, 3, 3, 0, p, old, new
     mov         rsi, rdx
     call        advise_huge
 .counted:
-    lock add    [mapped_now], rbx
-    mov         rcx, [mapped_now]
-    cmp         rcx, [mapped_peak]
-    jbe         .done
-    mov         [mapped_peak], rcx              ; racy max: a statistic only
-.done:
-    pop         rbx
-    RET
+    mov         rdx, r8
+    jmp         account
 .fail:
     xor         eax, eax
-    pop         rbx
     RET
 ENDFUNC
 

@@ -58,3 +58,21 @@ def test_barrier_holds_under_spurious_wakes():
     r = subprocess.run([sys.executable, "-c", BARRIER], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[0, 0, 0, 0, 0]", r.stdout
+
+
+def test_library_frees_what_it_maps():
+    """Counting and training (fast, naive, verify, several threads) hand back every
+    byte they map: the library's count of mapped bytes returns to where it was."""
+    import harness
+    from harness._lib import lib
+    L = lib()
+
+    def mapped_now() -> int:
+        L.asmbpe_mapped_peak(1)                 # the peak restarts from what is mapped
+        return int(L.asmbpe_mapped_peak(0))
+
+    before = mapped_now()
+    text = open(harness.__file__.replace("harness/__init__.py", "datasets/kjv.txt"), "rb").read()
+    for kw in ({"threads": 2}, {"threads": 3, "verify": True}, {"threads": 1, "naive": True}):
+        harness.train(text[:200_000], vocab_size=700, **kw)
+    assert mapped_now() == before
