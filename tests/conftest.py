@@ -20,11 +20,11 @@ CORPORA_DIR = _corpora_dir()
 
 @functools.lru_cache(maxsize=None)
 def read_corpus_texts(path: Path) -> tuple[str, ...]:
-    """Every document (the `text` column) of one Parquet corpus file, in file order."""
-    import pyarrow.parquet as pq
+    """Every document (the `text` column) of one Parquet corpus file, in file order,
+    read by the harness's own reader."""
+    from harness.corpora import iter_documents
 
-    table = pq.read_table(path, columns=["text"])
-    return tuple(text for text in table.column("text").to_pylist() if text is not None)
+    return tuple(doc.decode("utf-8", "surrogatepass") for doc in iter_documents(path))
 
 
 @pytest.fixture(scope="session")
