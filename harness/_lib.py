@@ -55,9 +55,3 @@ def checkasm_lib():
     """The test-only libasmbpe_test.so (checked-call trampoline)."""
     lib()
     return _open(TEST_LIB_PATH)
-
-
-def cpu_flags() -> dict[str, bool]:
-    f = _open(LIB_PATH).asmbpe_cpu_flags()
-    return {"AVX2": bool(f & 1), "BMI1": bool(f & 2), "BMI2": bool(f & 4),
-            "OSYMM": bool(f & 8), "XGETBV1": bool(f & 16)}
