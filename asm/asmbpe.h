@@ -93,6 +93,7 @@ enum {
     ASMBPE_TS_REWRITTEN, ASMBPE_TS_COMPACTIONS,
     ASMBPE_TS_VERIFY_MERGE, ASMBPE_TS_VERIFY_PAIR, ASMBPE_TS_VERIFY_KEPT,
     ASMBPE_TS_VERIFY_TRUE, ASMBPE_TS_THREADS, ASMBPE_TS_PEAK_BYTES,
+    ASMBPE_TS_SOLO_MERGE,   /* first merge thread 0 ran alone (~0: none) */
     ASMBPE_TS_COUNT
 };
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,

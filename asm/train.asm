@@ -500,7 +500,23 @@ dm_clear:
 %define SC_KHI      24
 %define SC_CEND     32      ; end of the current chunk's scan
 %define SC_T0       40
-%define SC_FRAME    56      ; 6 pushes + 56: calls aligned
+%define SC_FA       48      ; bucket bitmap of a
+%define SC_FB       56      ; bucket bitmap of b
+%define SC_FT       64      ; bucket bitmap of the new token
+%define SC_FRAME    88      ; 6 pushes + 88: calls aligned
+
+; FILT_HITS dst, fa, fb, q, tmp1, tmp2: dst = bit c of qword q set for each chunk
+; c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb); reads fb[q + 1].
+%macro FILT_HITS 6
+    mov         %1, [%3 + %4 * 8]
+    mov         %6, [%3 + %4 * 8 + 8]
+    shl         %6, 63
+    mov         %5, %1
+    shr         %5, 1
+    or          %1, %5
+    or          %1, %6
+    and         %1, [%2 + %4 * 8]
+%endmacro
 
 scan_segment:
     SAVE        rbx, rbp, r12, r13, r14, r15
@@ -523,41 +539,64 @@ scan_segment:
     dec         r15                             ; the SEP before word khi
 .have_end:
     mov         r13, [r12 + X_W]
+    mov         rdx, [r12 + X_BLSTRIDE]         ; the bucket bitmaps of a, b, t
+    mov         rax, [r12 + X_A]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [r12 + X_BLOOM]
+    mov         [rsp + SC_FA], rax
+    mov         rax, [r12 + X_B]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [r12 + X_BLOOM]
+    mov         [rsp + SC_FB], rax
+    mov         rax, [r12 + X_T]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [r12 + X_BLOOM]
+    mov         [rsp + SC_FT], rax
 .load_pair:
     vpbroadcastw ymm14, [r12 + X_A]
     vpbroadcastw ymm15, [r12 + X_B]
-.scan:                                          ; next chunk of W
+.scan:                                          ; next chunk of W worth a scan
     cmp         r14, r15
     jae         .done
     cmp         qword [r12 + X_REMAIN], 0       ; every occurrence found
     jle         .done                           ; (by some thread): stop
     mov         rax, r14
-    shr         rax, CHUNK_SHIFT
-    lea         rdx, [rax + 1]
+    shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
+    mov         r8, [rsp + SC_FA]
+    mov         r9, [rsp + SC_FB]
+    mov         rcx, rax
+    shr         rcx, 6                          ; q: its filter qword
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10
+    shrx        rdx, rdx, rax                   ; chunks c.. of qword q
+    test        rdx, rdx
+    jnz         .chunk_found
+.next_qword:
+    inc         rcx
+    mov         rax, rcx
+    shl         rax, 6                          ; its first chunk
+    mov         rdx, rax
     shl         rdx, CHUNK_SHIFT
-    cmp         rdx, r15
-    cmova       rdx, r15
-    mov         [rsp + SC_CEND], rdx            ; end of this chunk's scan
-    shl         rax, 7                          ; x BLOOM_BYTES
-    add         rax, [r12 + X_BLOOM]
-    movzx       ecx, word [r12 + X_A]           ; a in this chunk?
-    and         ecx, 1023
-    mov         r8d, ecx
-    shr         r8d, 6
-    mov         r8, [rax + r8 * 8]
-    bt          r8, rcx
-    jnc         .skip_chunk
-    movzx       ecx, word [r12 + X_B]           ; b here or in the next?
-    and         ecx, 1023
-    mov         r8d, ecx
-    shr         r8d, 6
-    mov         r9, [rax + r8 * 8]
-    or          r9, [rax + BLOOM_BYTES + r8 * 8]
-    bt          r9, rcx
-    jc          .vec
-.skip_chunk:
-    mov         r14, [rsp + SC_CEND]
-    jmp         .scan
+    cmp         rdx, r15                        ; past the segment: done
+    jae         .done
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10
+    test        rdx, rdx
+    jz          .next_qword
+.chunk_found:
+    inc         qword [rbx + DM_CHUNKS]
+    tzcnt       rdx, rdx
+    add         rax, rdx                        ; the chunk to scan
+    shl         rax, CHUNK_SHIFT
+    cmp         rax, r14
+    cmova       r14, rax
+    cmp         r14, r15
+    jae         .done
+    add         rax, 1 << CHUNK_SHIFT
+    cmp         rax, r15
+    cmova       rax, r15
+    mov         [rsp + SC_CEND], rax            ; end of this chunk's scan
 .vec:                                           ; 32 positions per round
     cmp         r14, [rsp + SC_CEND]
     jae         .scan
@@ -707,12 +746,10 @@ scan_segment:
 .no_next:
     mov         eax, [r12 + X_T]
     mov         [r13 + r11 * 2], ax
-    mov         rcx, r11                        ; t is now in this chunk
-    shr         rcx, CHUNK_SHIFT
-    shl         rcx, 7
-    add         rcx, [r12 + X_BLOOM]
-    and         eax, 1023
-    lock bts    [rcx], rax                      ; (chunks span threads)
+    mov         rcx, [rsp + SC_FT]              ; t is now in this chunk
+    mov         rax, r11                        ; (chunks span threads:
+    shr         rax, CHUNK_SHIFT                ; locked)
+    lock bts    [rcx], rax
     add         r10, 2
     inc         r11
     inc         edi
@@ -734,12 +771,12 @@ scan_segment:
 .mark:
     cmp         r10, r11
     jae         .marked
-    mov         rcx, r10
-    shr         rcx, CHUNK_SHIFT
-    shl         rcx, 7
+    movzx       ecx, word [r13 + r10 * 2]
+    and         ecx, FILT_MASK
+    imul        rcx, [r12 + X_BLSTRIDE]
     add         rcx, [r12 + X_BLOOM]
-    movzx       eax, word [r13 + r10 * 2]
-    and         eax, 1023
+    mov         rax, r10
+    shr         rax, CHUNK_SHIFT
     lock bts    [rcx], rax
     inc         r10
     jmp         .mark
@@ -967,21 +1004,21 @@ compact:
     RESTORE
 
 ;=============================================================================
-; bloom_build: rdi = ctx.  Recomputes every chunk's token filter from W.
-; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8.
+; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
+; then sets bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
+; token.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8, r9, r10.
 ;=============================================================================
 bloom_build:
     SAVE        rdi
     mov         rsi, rdi
-    mov         rcx, [rsi + X_WLEN]
-    shr         rcx, CHUNK_SHIFT
-    add         rcx, 2                          ; chunks in use, and one more
-    shl         rcx, 4                          ; qwords
+    mov         rcx, [rsi + X_BLBYTES]
+    shr         rcx, 3                          ; qwords
     mov         rdi, [rsi + X_BLOOM]
     xor         eax, eax
     rep stosq
     mov         r8, [rsi + X_W]
     mov         rdi, [rsi + X_BLOOM]
+    mov         r10, [rsi + X_BLSTRIDE]
     xor         ecx, ecx
 .pos:
     cmp         rcx, [rsi + X_WLEN]
@@ -989,11 +1026,16 @@ bloom_build:
     movzx       eax, word [r8 + rcx * 2]
     cmp         eax, SEP
     je          .next
-    and         eax, 1023
+    and         eax, FILT_MASK
+    imul        rax, r10                        ; the bucket's bitmap
     mov         rdx, rcx
-    shr         rdx, CHUNK_SHIFT
-    shl         rdx, 7
-    bts         [rdi + rdx], rax
+    shr         rdx, CHUNK_SHIFT                ; chunk
+    mov         r9, rdx
+    shr         r9, 6
+    lea         rax, [rax + r9 * 8]             ; its qword
+    mov         r9d, 1
+    shlx        r9, r9, rdx                     ; its bit (count mod 64)
+    or          [rdi + rax], r9
 .next:
     inc         rcx
     jmp         .pos
@@ -1010,6 +1052,32 @@ coordinate:
     mov         r12, rdi
     RDTSC64
     mov         r15, rax
+    cmp         qword [r12 + X_NTH], 1          ; go solo?
+    jbe         .solo_done
+    cmp         qword [r12 + X_SOLO], 0
+    jne         .solo_done
+    xor         eax, eax                        ; chunks this merge scanned
+    xor         ecx, ecx
+.sum_chunks:
+    mov         rdx, [r12 + X_DM + rcx * 8]
+    add         rax, [rdx + DM_CHUNKS]
+    mov         qword [rdx + DM_CHUNKS], 0
+    inc         rcx
+    cmp         rcx, [r12 + X_NTH]
+    jb          .sum_chunks
+    cmp         rax, SOLO_CHUNKS
+    jb          .cheap
+    mov         qword [r12 + X_CHEAP], 0
+    jmp         .solo_done
+.cheap:
+    inc         qword [r12 + X_CHEAP]
+    cmp         qword [r12 + X_CHEAP], SOLO_RUN
+    jb          .solo_done
+    mov         qword [r12 + X_SOLO], 1
+    mov         rax, [r12 + X_STATS]
+    mov         rcx, [rax + ST_MERGES * 8]
+    mov         [rax + ST_SOLO_MERGE * 8], rcx
+.solo_done:
     xor         r13d, r13d                      ; thread
 .thread:
     cmp         r13, [r12 + X_NTH]
@@ -1094,6 +1162,8 @@ coordinate:
 ; worker(ctx, tid): the merge loop of every thread.  Barrier 1: the merge is
 ; chosen (or X_DONE).  Scan and rewrite this thread's words.  Barrier 2: all
 ; scans done; thread 0 coordinates while the others wait at barrier 1.
+; Once X_SOLO is set (see train.inc), the other threads leave at barrier 1
+; and thread 0 scans all of W and coordinates, merge after merge.
 ;=============================================================================
 worker:
     SAVE        rbx, r12, r13
@@ -1105,6 +1175,8 @@ worker:
     call        asmbpe_barrier_wait
     cmp         qword [r12 + X_DONE], 0
     jne         .exit
+    cmp         qword [r12 + X_SOLO], 0
+    jne         .solo
 .claim:                                         ; next segment, any thread
     mov         eax, 1
     lock xadd   [r12 + X_NEXTSEG], eax
@@ -1124,6 +1196,19 @@ worker:
     mov         rdi, r12
     call        coordinate
     jmp         .round
+.solo:
+    test        r13, r13
+    jnz         .exit
+.solo_merge:
+    mov         rdi, r12
+    mov         rsi, rbx
+    xor         edx, edx
+    mov         rcx, [r12 + X_NW]
+    call        scan_segment
+    mov         rdi, r12
+    call        coordinate
+    cmp         qword [r12 + X_DONE], 0
+    je          .solo_merge
 .exit:
     RESTORE
 
@@ -1387,6 +1472,7 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     jnz         .zero_stats
     mov         qword [r8 + ST_VERIFY_MERGE * 8], -1
     mov         qword [r8 + ST_VERIFY_PAIR * 8], -1
+    mov         qword [r8 + ST_SOLO_MERGE * 8], -1
     mov         [r8 + ST_THREADS * 8], r15
     lea         rdi, [rdi + X_BAR]
     mov         rsi, r15
@@ -1493,10 +1579,12 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     inc         rcx
     dec         edx
     jnz         .fill_tail
-    mov         rax, [rdi + X_WLEN]             ; chunk filters
-    shr         rax, CHUNK_SHIFT
-    add         rax, 2
-    shl         rax, 7
+    mov         rax, [rdi + X_WLEN]             ; chunk filters: per bucket
+    shr         rax, CHUNK_SHIFT + 6            ; the qwords of every chunk,
+    add         rax, 2                          ; and one more (FILT_HITS
+    shl         rax, 3                          ; reads q + 1)
+    mov         [rdi + X_BLSTRIDE], rax
+    imul        rax, rax, FILT_BUCKETS
     add         rax, 4095
     and         rax, ~4095
     mov         [rdi + X_BLBYTES], rax

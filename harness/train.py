@@ -368,7 +368,7 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
     ts = {name: int(raw[getattr(L, "ASMBPE_TS_" + name)]) for name in (
         "CYC_LAYOUT", "CYC_PAIRS", "CYC_LOOP", "CYC_SCAN", "CYC_APPLY", "CYC_HEAP",
         "CYC_VERIFY", "CYC_COMPACT", "WORDS", "TOKENS", "PAIRS", "MERGES", "REWRITTEN",
-        "COMPACTIONS", "THREADS", "PEAK_BYTES")}
+        "COMPACTIONS", "THREADS", "PEAK_BYTES", "SOLO_MERGE")}
     cycles = dict(layout=ts["CYC_LAYOUT"], pairs=ts["CYC_PAIRS"], merge_loop=ts["CYC_LOOP"],
                   verify=ts["CYC_VERIFY"], scan=ts["CYC_SCAN"], apply=ts["CYC_APPLY"],
                   heap=ts["CYC_HEAP"], compact=ts["CYC_COMPACT"])
@@ -388,6 +388,7 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
         seconds=seconds, cycles=cycles, tsc_hz=hz,
         words=ts["WORDS"], tokens=ts["TOKENS"], distinct_pairs=ts["PAIRS"],
         rewrites=ts["REWRITTEN"], compactions=ts["COMPACTIONS"], threads=ts["THREADS"],
+        solo_from_merge=None if ts["SOLO_MERGE"] == NONE else ts["SOLO_MERGE"],
         library_peak_bytes=ts["PEAK_BYTES"], max_rss_bytes=rss,
         peak_memory_bytes=max(ts["PEAK_BYTES"], rss),
     )

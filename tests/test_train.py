@@ -89,6 +89,11 @@ def test_thread_counts_agree():
     for t, r in zip((2, 3, 8), runs[1:]):
         assert_same(r, runs[0], f"{t} threads vs 1")
     assert [r.stats["threads"] for r in runs] == [1, 2, 3, 8]
+    # late merges scan so little that thread 0 finishes alone: both the parallel
+    # rounds and the solo rounds ran, and agree with one thread
+    assert runs[0].stats["solo_from_merge"] is None
+    for r in runs[1:]:
+        assert 0 < r.stats["solo_from_merge"] < 3000, r.stats["solo_from_merge"]
 
 
 def test_verify_passes():
