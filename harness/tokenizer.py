@@ -22,14 +22,16 @@ the same checks on the merges it is given (a plain ValueError, no offsets).
 """
 from __future__ import annotations
 
+import functools
 import os
 import struct
+from collections.abc import Mapping
 
 import numpy as np
 
 __all__ = [
     "MAGIC", "VERSION", "PRETOK_ID", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
-    "SPECIALS", "fnv1a64", "TokenizerFileError", "Tokenizer",
+    "SPECIALS", "MASKBIT", "CHAT_ROLES", "fnv1a64", "TokenizerFileError", "Tokenizer",
 ]
 
 MAGIC = b"ASMBPETK"
@@ -45,6 +47,10 @@ SPECIALS = ["<|bos|>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"] + [
     f"<|reserved_{k}|>" for k in range(11)
 ]
 assert len(SPECIALS) == N_SPECIAL
+
+MASKBIT = 0x8000       # chat output: set on the tokens the model should learn (SPEC §5)
+CHAT_ROLES = ("user", "assistant", "system")   # each has the special <|role|>
+_DECODE_BLOCK = 1 << 20                         # ids gathered per numpy pass in decode
 
 # magic, version, pre-tokenizer id, vocab_size, n_merges, n_special, hash
 _HEADER = struct.Struct("<8sHHIIIQ")
@@ -136,6 +142,14 @@ class Tokenizer:
 
     Tokenizer(merges, vocab_size=None): merges is an (M, 2) array of ids, merge i making
     id 256 + i; vocab_size, when given, must be 256 + M + 16.
+
+    Encoding (`encode`, `encode_batch`, `encode_document`, `encode_many`,
+    `render_chat`) goes through `harness.encoder.encode_many`. str input is encoded as
+    UTF-8 (lone surrogates passed through); bytes may be anything. Special tokens are
+    only ever produced by `bos=True`, `encode_document` and `render_chat`: special-token
+    text inside ordinary text (e.g. the string "<|bos|>") is encoded as ordinary text,
+    byte by byte and merged like any other text, never turned into a special id.
+    `decode_bytes` / `decode` map ids back (specials to their names' text).
     """
 
     def __init__(self, merges, vocab_size: int | None = None):
@@ -205,8 +219,117 @@ class Tokenizer:
         table.extend(name.encode() for name in SPECIALS)
         return table
 
-    # encode / encode_batch / decode / decode_bytes / render_chat (SPEC §6, §9) go here:
-    # a later issue, with the assembly encoder.
+    # -- encoding (SPEC §6); every path goes through harness.encoder.encode_many
+
+    def encode_many(self, docs, threads: int | None = None, *, bos: bool = False,
+                    cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Encode a list of documents (str as UTF-8, surrogates passed through, or
+        bytes-like) in one call: (every document's tokens concatenated in order, uint16;
+        the token count of each document, uint64). bos: prefix each with <|bos|>."""
+        from . import encoder
+
+        data = [_doc_bytes(doc, k) for k, doc in enumerate(docs)]
+        return encoder.encode_many(self, data, threads, bos=bos, cache=cache)
+
+    def encode(self, text, *, bos: bool = False, cache: bool = True) -> np.ndarray:
+        """The tokens (uint16) of one str or bytes; bos: prefix <|bos|>."""
+        tokens, _ = self.encode_many([text], bos=bos, cache=cache)
+        return tokens
+
+    def encode_document(self, text) -> np.ndarray:
+        """A plain document as SPEC §5 encodes it: <|bos|> + its text."""
+        return self.encode(text, bos=True)
+
+    def encode_batch(self, docs, threads: int | None = None, *,
+                     bos: bool = False) -> list[np.ndarray]:
+        """The tokens of each document, one uint16 array each (views into one array)."""
+        tokens, counts = self.encode_many(docs, threads, bos=bos)
+        ends = np.cumsum(counts, dtype=np.int64)
+        return [tokens[e - c:e] for e, c in zip(ends.tolist(), counts.tolist())]
+
+    def render_chat(self, messages) -> np.ndarray:
+        """A conversation as SPEC §5 encodes it (uint16): <|bos|>, then for each message
+        its role's token, its content's tokens and <|end|>, with MASKBIT (0x8000) set
+        on each assistant message's content tokens and its <|end|>.
+
+        messages: a list of dicts with "role" ("user", "assistant" or "system") and
+        "content" (str). ValueError naming the message for a bad one, and for a
+        vocab_size above 32768 (its top ids would collide with MASKBIT)."""
+        if self._vocab_size > MASKBIT:
+            raise ValueError(f"render_chat needs vocab_size <= {MASKBIT} (MASKBIT 0x8000 "
+                             f"marks the tokens to learn); this tokenizer has "
+                             f"{self._vocab_size}")
+        messages = list(messages)
+        for k, m in enumerate(messages):
+            if not isinstance(m, Mapping):
+                raise ValueError(f"message {k}: expected a dict with 'role' and "
+                                 f"'content', got {type(m).__name__}")
+            if m.get("role") not in CHAT_ROLES:
+                raise ValueError(f"message {k}: unknown role {m.get('role')!r}; the roles "
+                                 f"are {', '.join(CHAT_ROLES)}")
+            if not isinstance(m.get("content"), str):
+                what = "missing" if "content" not in m else type(m["content"]).__name__
+                raise ValueError(f"message {k}: content must be a str, got {what}")
+        tokens, counts = self.encode_many([m["content"] for m in messages])
+        end = self.special_id("<|end|>")
+        parts = [np.array([self.special_id("<|bos|>")], dtype=np.uint16)]
+        start = 0
+        for m, n in zip(messages, counts.tolist()):
+            mask = MASKBIT if m["role"] == "assistant" else 0
+            parts.append(np.array([self.special_id(f"<|{m['role']}|>")], dtype=np.uint16))
+            parts.append(tokens[start:start + n] | np.uint16(mask))
+            parts.append(np.array([end | mask], dtype=np.uint16))
+            start += n
+        return np.concatenate(parts)
+
+    # -- decoding
+
+    @functools.cached_property
+    def _decode_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(blob, starts, lengths): the bytes of every id (`id_to_bytes`) laid end to
+        end in one uint8 array; id i is blob[starts[i]:starts[i] + lengths[i]]."""
+        pieces = self.id_to_bytes()
+        lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
+        blob = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        return blob, starts, lengths
+
+    def decode_bytes(self, ids) -> bytes:
+        """The exact bytes of a sequence of ids (SPEC §6). MASKBIT is stripped first
+        (when vocab_size <= 32768, so that no real id has it); specials decode to the
+        UTF-8 of their names (e.g. b"<|bos|>"). An id that is not a token after that
+        raises ValueError naming its position."""
+        arr = np.asarray(ids)
+        if arr.size == 0:
+            return b""
+        if arr.ndim != 1:
+            raise ValueError(f"ids must be a flat sequence, got shape {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"ids must be integers, got dtype {arr.dtype}")
+        vals = arr.astype(np.int64)          # (a uint64 above 2**63 turns negative: bad)
+        if self._vocab_size <= MASKBIT:
+            masked = (vals >= MASKBIT) & (vals <= 0xFFFF)
+            vals[masked] -= MASKBIT
+        bad = (vals < 0) | (vals >= self._vocab_size)
+        if bad.any():
+            pos = int(np.argmax(bad))
+            raise ValueError(f"id {arr[pos]} at position {pos} is not a token "
+                             f"(vocab_size {self._vocab_size})")
+        blob, starts, lengths = self._decode_table
+        out = []
+        for lo in range(0, len(vals), _DECODE_BLOCK):       # bounds the index arrays
+            block = vals[lo:lo + _DECODE_BLOCK]
+            lens = lengths[block]
+            # output byte j of token t comes from blob[starts[t] + (j - first[t])]
+            first = np.cumsum(lens) - lens
+            idx = np.repeat(starts[block] - first, lens) + np.arange(int(first[-1] + lens[-1]))
+            out.append(blob[idx].tobytes())
+        return b"".join(out)
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        """decode_bytes, then UTF-8 decoding with `errors` ("replace" by default,
+        "strict" raises UnicodeDecodeError on bytes that are not UTF-8)."""
+        return self.decode_bytes(ids).decode("utf-8", errors)
 
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
@@ -287,6 +410,15 @@ class Tokenizer:
                 f"hash mismatch at offset {OFF_HASH}: the header says 0x{stored_hash:016x}, "
                 f"the merge table hashes to 0x{actual:016x}")
         return cls(merges.astype(np.uint16), vocab_size)
+
+
+def _doc_bytes(doc, k: int) -> bytes:
+    """Document k as bytes: str as UTF-8 (surrogatepass), bytes-like as is."""
+    if isinstance(doc, str):
+        return doc.encode("utf-8", "surrogatepass")
+    if isinstance(doc, (bytes, bytearray, memoryview)):
+        return bytes(doc)
+    raise TypeError(f"document {k}: expected str or bytes, got {type(doc).__name__}")
 
 
 def _check_header(header: bytes, file_len: int, name: str) -> tuple[int, int, int]:

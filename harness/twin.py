@@ -8,6 +8,9 @@ the assembly to these functions, and these functions to the oracle regex
 This module must stay importable without the compiled library, numpy or `regex`
 (`train` imports numpy when it is called, for its result arrays).
 
+Encoding (SPEC §6): `encode` (at the end of this file), lowest-numbered merge first,
+one chunk at a time.
+
 Pre-tokenizer (SPEC §3): `split` / `split_offsets`, hand-written over bytes; no regex
 engine is used. The text is first cut into characters (`char_at`), each with a class,
 then the pattern
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets",
-           "TwinTrainResult", "count_words", "train"]
+           "TwinTrainResult", "count_words", "train", "merge_ranks", "encode_chunk", "encode"]
 
 # --------------------------------------------------------------------------- characters
 
@@ -390,3 +393,50 @@ def train(inputs, vocab_size: int, max_word_bytes: int = 256, min_count: int = 1
         counts=np.array(counts, dtype=np.uint64),
         words=words,
     )
+
+
+# --------------------------------------------------------------------------- encoding
+
+def merge_ranks(merges) -> dict[tuple[int, int], int]:
+    """(left, right) -> merge number, for an (M, 2) array or list of pairs (a pair
+    listed twice keeps its lower number; tokenizer files never repeat one)."""
+    rows = merges.tolist() if hasattr(merges, "tolist") else merges
+    ranks: dict[tuple[int, int], int] = {}
+    for i, (a, b) in enumerate(rows):
+        ranks.setdefault((int(a), int(b)), i)
+    return ranks
+
+
+def encode_chunk(ranks: dict[tuple[int, int], int], chunk: bytes) -> list[int]:
+    """SPEC §6 for one chunk: start from its bytes; while some adjacent pair is a merge,
+    take the lowest-numbered such merge i and rewrite the whole chunk with it, left to
+    right, non-overlapping (`_rewrite`, as training does), making id 256 + i."""
+    w = tuple(chunk)
+    while True:
+        pairs = [p for p in zip(w, w[1:]) if p in ranks]
+        if not pairs:
+            return list(w)
+        a, b = min(pairs, key=ranks.__getitem__)
+        w = _rewrite(w, a, b, N_BYTES + ranks[a, b])
+
+
+def encode(merges, data: bytes, *, splitter: Callable[[bytes], list] | None = None
+           ) -> list[int]:
+    """The naive twin of encoding (SPEC §6): the token ids of data.
+
+    merges: (M, 2) array or list of pairs, merge i making id 256 + i.
+    data: bytes (str is encoded as UTF-8); any byte string, valid UTF-8 or not.
+    splitter: bytes -> list of chunks; default `split`, this module's pre-tokenizer
+        twin. Tests may pass the assembly `harness.split` for larger inputs.
+
+    Each chunk is encoded on its own by `encode_chunk`; merges never cross chunks.
+    No specials are added and none are recognised: "<|bos|>" in data is ordinary text.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    ranks = merge_ranks(merges)
+    split_data = split if splitter is None else splitter
+    ids: list[int] = []
+    for chunk in split_data(bytes(data)):
+        ids.extend(encode_chunk(ranks, bytes(chunk)))
+    return ids

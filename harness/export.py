@@ -1,0 +1,276 @@
+"""Exports of a tokenizer for the ecosystem (SPEC §7): tiktoken and Hugging Face.
+
+    export_tiktoken(tokenizer, path)   path: the ranks file; path + ".json": the rest
+    load_tiktoken(path, tokenizer)     -> tiktoken.Encoding (checked against tokenizer)
+    export_hf(tokenizer, path)         path: a Hugging Face tokenizer.json
+    load_hf(path)                      -> tokenizers.Tokenizer, specials as plain text
+    first_difference(tokenizer, docs, library="hf")  -> first document index where the
+                                       exported tokenizer encodes differently, or None
+
+Every file is written to a temporary name in its directory and renamed over `path`
+when complete, so `path` is its old content or the whole new file, never a part.
+
+tiktoken. The ranks file is tiktoken's own format: one line per token id below the
+specials, "base64(token bytes) id", in id order (`tiktoken.load.load_tiktoken_bpe`
+reads it). The sidecar path + ".json" holds what the ranks file cannot: the split
+pattern (`harness.oracle.ORACLE_PATTERN_LITERAL`), the 16 specials with their ids,
+n_vocab and the merges hash. Build the Encoding as `load_tiktoken` does;
+`load_tiktoken` parses the ranks itself because `load_tiktoken_bpe` caches a local
+file by its path (in $TIKTOKEN_CACHE_DIR or /tmp/data-gym-cache) and would hand back a
+stale copy after a re-export to the same path. Use `encode_ordinary` (or
+`encode(text, disallowed_special=())`): asmbpe encodes special-token text inside text
+as ordinary text, while tiktoken's `encode` by default refuses it.
+
+Hugging Face. A BPE model over GPT-2's byte-level alphabet (`bytes_to_unicode`: each
+byte is one printable character), vocab = every token id below the specials as the
+alphabet string of its bytes, merges = the merge table in order as pairs of those
+strings (so HF's merge rank is asmbpe's merge number), ignore_merges off, no dropout,
+no unk, no byte fallback; the pre-tokenizer Split(oracle regex, literal form,
+behavior "isolated") then ByteLevel(add_prefix_space=False, use_regex=False); the
+ByteLevel decoder; no normalizer, no post-processor (no <|bos|> is added); the 16
+specials as added tokens (special=True) at their ids. HF's BPE applies, per chunk, the
+lowest-ranked merge among adjacent pairs, leftmost first, until none applies: SPEC §6's
+encoding. One difference is not in tokenizer.json: HF matches added tokens in the text
+before pre-tokenizing (so the text "<|bos|>" would become the special), and the switch
+that turns this off, `encode_special_tokens`, is not saved in the file; `load_hf` sets
+it, anyone else loading the file must too.
+
+Duplicates: two merges whose tokens spell the same bytes (e.g. (a, bc) and (ab, c)).
+A tiktoken ranks file maps bytes to one rank and an HF vocab maps a string to one id,
+and HF even derives the id a merge makes from the vocab entry of the concatenated
+strings, so neither format can hold both ids: an export with duplicates could never
+produce or decode one of them, and its later merges would be keyed to the other id.
+No export can reproduce such a tokenizer, so both refuse it (`DuplicateTokenError`,
+naming the ids). Trained tokenizers never have duplicates: when merge j joins adjacent
+tokens spelling S, their outer boundaries were already boundaries at every earlier
+step, so that stretch of the word was encoded exactly as the chunk S alone; if an
+earlier merge i had made S, it made it from the same stretch, which would then be one
+token at step j. Measured on tokenizers trained by `harness.train` at vocab_size 32768
+on 31 and 65 MB of english, 40 MB of multilingual and 31 MB of code, and at 65535 on
+20 MB of each (and 5 MB with max_word_bytes=0): no duplicates. Only a hand-built
+Tokenizer can have them.
+
+tiktoken vs SPEC §6. tiktoken merges, at each step, the adjacent pair whose
+concatenated bytes have the lowest rank, whether or not that pair is the merge that
+made those bytes; asmbpe (and HF) only apply merges. Without duplicates the two agree
+when every token is made by its own merge from the encoding of its own bytes, which is
+the case for trained tokenizers (the argument above); tests/test_export.py compares
+them on the corpora and on random trained tokenizers, and on a hand-built tokenizer
+where they differ.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import tempfile
+
+from .oracle import ORACLE_PATTERN_LITERAL
+from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
+
+__all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "export_tiktoken",
+           "load_tiktoken", "export_hf", "load_hf", "first_difference", "SIDECAR_SUFFIX"]
+
+SIDECAR_SUFFIX = ".json"          # export_tiktoken writes path + this beside the ranks
+SIDECAR_FORMAT = "asmbpe-tiktoken/1"
+
+
+class DuplicateTokenError(ValueError):
+    """The tokenizer has two ids with the same bytes, which no export can hold."""
+
+
+@functools.lru_cache(maxsize=None)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: byte -> one printable character. Printable Latin-1
+    bytes map to themselves, the other 68 to U+0100 onwards, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+def duplicate_tokens(tokenizer: Tokenizer) -> list[tuple[int, int]]:
+    """(id, earlier id with the same bytes) for every non-special id that repeats the
+    bytes of a lower one; empty for every trained tokenizer (see the module doc)."""
+    first: dict[bytes, int] = {}
+    dups = []
+    for i, b in enumerate(_token_bytes(tokenizer)):
+        j = first.setdefault(b, i)
+        if j != i:
+            dups.append((i, j))
+    return dups
+
+
+def _token_bytes(tokenizer: Tokenizer) -> list[bytes]:
+    """The bytes of every id below the specials."""
+    return tokenizer.id_to_bytes()[:tokenizer.vocab_size - N_SPECIAL]
+
+
+def _check_no_duplicates(tokenizer: Tokenizer, what: str) -> None:
+    dups = duplicate_tokens(tokenizer)
+    if dups:
+        shown = ", ".join(f"{i} = {j}" for i, j in dups[:5])
+        raise DuplicateTokenError(
+            f"cannot export to {what}: {len(dups)} token(s) spell the same bytes as an "
+            f"earlier one (id = earlier id: {shown}{', ...' if len(dups) > 5 else ''}); "
+            f"the format holds one id per byte string")
+
+
+def _write_atomic(path, data: bytes) -> None:
+    """Write data to a temporary file beside path, then rename it over path."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------- tiktoken
+
+def export_tiktoken(tokenizer: Tokenizer, path) -> None:
+    """Write the tiktoken ranks file to path and its sidecar to path + ".json"."""
+    _check_no_duplicates(tokenizer, "tiktoken")
+    lines = b"".join(base64.b64encode(b) + b" %d\n" % i
+                     for i, b in enumerate(_token_bytes(tokenizer)))
+    sidecar = {
+        "format": SIDECAR_FORMAT,
+        "ranks_file": os.path.basename(os.fspath(path)),
+        "pat_str": ORACLE_PATTERN_LITERAL,
+        "special_tokens": tokenizer.specials,
+        "explicit_n_vocab": tokenizer.vocab_size,
+        "merges_hash": f"0x{tokenizer.merges_hash:016x}",
+    }
+    _write_atomic(path, lines)
+    _write_atomic(os.fspath(path) + SIDECAR_SUFFIX,
+                  json.dumps(sidecar, indent=1, ensure_ascii=True).encode() + b"\n")
+
+
+def _read_ranks(path) -> dict[bytes, int]:
+    """A tiktoken ranks file, parsed here (see the module doc on tiktoken's cache)."""
+    ranks = {}
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+            except ValueError as e:
+                raise ValueError(f"{os.fspath(path)}:{lineno}: not a ranks line: "
+                                 f"{line[:80]!r} ({e})") from None
+    return ranks
+
+
+def load_tiktoken(path, tokenizer: Tokenizer):
+    """A tiktoken.Encoding from the files `export_tiktoken` wrote (ranks, and pattern and
+    specials from the sidecar), after checking that they are those of `tokenizer`."""
+    import tiktoken
+
+    ranks = _read_ranks(path)
+    with open(os.fspath(path) + SIDECAR_SUFFIX, encoding="utf-8") as f:
+        sidecar = json.load(f)
+    expected = {b: i for i, b in enumerate(_token_bytes(tokenizer))}
+    problems = [what for what, ok in (
+        ("format", sidecar.get("format") == SIDECAR_FORMAT),
+        ("ranks", ranks == expected),
+        ("special_tokens", sidecar.get("special_tokens") == tokenizer.specials),
+        ("pat_str", sidecar.get("pat_str") == ORACLE_PATTERN_LITERAL),
+        ("explicit_n_vocab", sidecar.get("explicit_n_vocab") == tokenizer.vocab_size),
+    ) if not ok]
+    if problems:
+        raise ValueError(f"{os.fspath(path)}: not the tiktoken export of {tokenizer!r} "
+                         f"(differs in: {', '.join(problems)})")
+    return tiktoken.Encoding(
+        f"asmbpe-{tokenizer.merges_hash:016x}",
+        pat_str=sidecar["pat_str"],
+        mergeable_ranks=ranks,
+        special_tokens=sidecar["special_tokens"],
+        explicit_n_vocab=sidecar["explicit_n_vocab"],
+    )
+
+
+# ------------------------------------------------------------------------ Hugging Face
+
+def hf_tokenizer(tokenizer: Tokenizer):
+    """The Hugging Face `tokenizers.Tokenizer` that `export_hf` saves (module doc)."""
+    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    _check_no_duplicates(tokenizer, "a Hugging Face tokenizer.json")
+    alphabet = bytes_to_unicode()
+    strings = ["".join(alphabet[b] for b in t) for t in _token_bytes(tokenizer)]
+    vocab = {s: i for i, s in enumerate(strings)}
+    merges = [(strings[a], strings[b]) for a, b in tokenizer.merges.tolist()]
+    hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None,
+                                fuse_unk=False, byte_fallback=False, ignore_merges=False))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(ORACLE_PATTERN_LITERAL), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([AddedToken(name, special=True, normalized=False)
+                           for name in SPECIALS])
+    for name, i in tokenizer.specials.items():            # ids follow the vocab
+        if hf.token_to_id(name) != i:
+            raise AssertionError(f"HF gave {name} id {hf.token_to_id(name)}, expected {i}")
+    return hf
+
+
+def export_hf(tokenizer: Tokenizer, path) -> None:
+    """Write a Hugging Face tokenizer.json to path (module doc)."""
+    _write_atomic(path, hf_tokenizer(tokenizer).to_str(pretty=True).encode("utf-8"))
+
+
+def load_hf(path):
+    """The tokenizer.json at path, with special-token text encoded as ordinary text
+    (`encode_special_tokens`, which the file cannot hold), as asmbpe does."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_file(os.fspath(path))
+    hf.encode_special_tokens = True
+    return hf
+
+
+# ------------------------------------------------------------------------- comparisons
+
+def first_difference(tokenizer: Tokenizer, docs, library: str = "hf",
+                     batch: int = 256) -> int | None:
+    """Index of the first document that the exported tokenizer (exported to a temporary
+    directory and loaded back) encodes differently from `tokenizer.encode`, or None.
+
+    docs: str, or bytes that are valid UTF-8 (both libraries take text only).
+    library: "hf" (encode_batch with no added tokens; the oracle of SPEC §6) or
+    "tiktoken" (encode_ordinary_batch). Compared `batch` documents at a time."""
+    if library not in ("hf", "tiktoken"):
+        raise ValueError(f"library must be 'hf' or 'tiktoken', got {library!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tokenizer.json" if library == "hf" else "ranks.tiktoken")
+        if library == "hf":
+            export_hf(tokenizer, path)
+            hf = load_hf(path)
+
+            def other(texts):
+                return [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+        else:
+            export_tiktoken(tokenizer, path)
+            enc = load_tiktoken(path, tokenizer)
+            other = enc.encode_ordinary_batch
+    for lo in range(0, len(docs), batch):
+        texts = [d if isinstance(d, str) else bytes(d).decode("utf-8")
+                 for d in docs[lo:lo + batch]]
+        ours = tokenizer.encode_batch(texts)
+        for k, (a, b) in enumerate(zip(ours, other(texts))):
+            if a.tolist() != list(b):
+                return lo + k
+    return None

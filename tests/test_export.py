@@ -1,0 +1,241 @@
+"""The tiktoken and Hugging Face exports (harness.export, SPEC §6, §7).
+
+HF's BPE is the oracle of merge-order encoding: the exported tokenizer.json must encode
+exactly as harness.twin.encode. tiktoken merges by the rank of the concatenated bytes;
+it must agree too on trained tokenizers, and the hand-built case below shows where it
+does not. Tokenizers with two ids spelling the same bytes cannot be exported at all.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import harness
+from harness import export, twin
+from harness.corpora import read_documents
+from harness.oracle import ORACLE_PATTERN_LITERAL
+from harness.tokenizer import SPECIALS, Tokenizer
+
+tokenizers = pytest.importorskip("tokenizers")
+tiktoken = pytest.importorskip("tiktoken")
+
+KJV = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
+A, B, C = ord("a"), ord("b"), ord("c")
+
+
+@pytest.fixture(scope="module")
+def kjv_tok() -> Tokenizer:
+    return harness.train(KJV.read_bytes(), vocab_size=2048).tokenizer
+
+
+@pytest.fixture(scope="module")
+def corpus_sample(corpus_files) -> dict[str, list[bytes]]:
+    """About 6 MB of each corpus (english, multilingual, code), its documents as bytes."""
+    return {p.stem: read_documents(p, 6 << 20) for p in corpus_files
+            if p.stem in ("english", "multilingual", "code")}
+
+
+@pytest.fixture(scope="module")
+def corpus_tok(corpus_sample) -> Tokenizer:
+    """vocab_size 8192, trained by the assembly on the three corpus samples together."""
+    docs = [d for docs in corpus_sample.values() for d in docs]
+    return harness.train(docs, vocab_size=8192).tokenizer
+
+
+@pytest.fixture(scope="module")
+def sample_texts(corpus_sample) -> list[str]:
+    """Up to 100 KB of text from each corpus, in pieces of at most 10 KB (the twin is
+    slow Python), from the last documents of each sample."""
+    texts = []
+    for docs in corpus_sample.values():
+        taken = 0
+        for doc in reversed(docs):
+            piece = doc[:10_000].decode("utf-8", "ignore")
+            texts.append(piece)
+            taken += len(piece)
+            if taken > 100_000:
+                break
+    return texts
+
+
+def hf_ids(hf, text: str) -> list[int]:
+    return hf.encode(text, add_special_tokens=False).ids
+
+
+def exported(tok: Tokenizer, tmp: Path):
+    """(HF tokenizer, tiktoken Encoding), each written to tmp and loaded back."""
+    export.export_hf(tok, tmp / "tokenizer.json")
+    export.export_tiktoken(tok, tmp / "ranks.tiktoken")
+    return (export.load_hf(tmp / "tokenizer.json"),
+            export.load_tiktoken(tmp / "ranks.tiktoken", tok))
+
+
+# -------------------------------------------------------------------- against the twin
+
+def test_hf_and_tiktoken_match_the_twin_on_the_corpora(corpus_tok, sample_texts, tmp_path):
+    hf, enc = exported(corpus_tok, tmp_path)
+    assert len(sample_texts) >= 10
+    for k, text in enumerate(sample_texts):
+        expected = twin.encode(corpus_tok.merges, text.encode())
+        assert hf_ids(hf, text) == expected, f"HF differs on text {k}"
+        assert enc.encode_ordinary(text) == expected, f"tiktoken differs on text {k}"
+
+
+def test_first_difference_finds_none_on_the_corpora(corpus_tok, sample_texts):
+    assert export.first_difference(corpus_tok, sample_texts) is None
+    assert export.first_difference(corpus_tok, sample_texts, library="tiktoken") is None
+
+
+def test_hf_and_tiktoken_match_the_twin_on_the_bundled_sample(kjv_tok, tmp_path):
+    hf, enc = exported(kjv_tok, tmp_path)
+    text = KJV.read_text()[:50_000]
+    odd = "naïve café — 日本語のテキスト。 emoji 😀😀 ok\r\n\n  x 123456 don't <|bos|>"
+    for t in (text, odd):
+        expected = twin.encode(kjv_tok.merges, t.encode())
+        assert hf_ids(hf, t) == expected
+        assert enc.encode_ordinary(t) == expected
+
+
+texts = st.lists(st.sampled_from(["a", "b", "ab", " ", "\n", "1", "é", "日", "'s", "!",
+                                  "aa"]), max_size=30).map("".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=10), st.lists(texts, max_size=5))
+def test_random_trained_tokenizers_export_exactly(corpus, samples):
+    result = twin.train(corpus, 272 + 30)
+    tok = Tokenizer(result.merges)
+    with tempfile.TemporaryDirectory() as tmp:
+        hf, enc = exported(tok, Path(tmp))
+    for text in corpus + samples:
+        expected = twin.encode(tok.merges, text.encode())
+        assert hf_ids(hf, text) == expected
+        assert enc.encode_ordinary(text) == expected
+
+
+# ------------------------------------------------------------ where the algorithms part
+
+def test_tiktoken_merges_a_pair_that_is_not_a_merge(tmp_path):
+    # (b, c) is merge 0, (a, b) merge 1, (ab, c) merge 2 = "abc". Merge order turns "abc"
+    # into a|bc and stops there, since (a, bc) is no merge; tiktoken joins a and bc
+    # because their bytes "abc" have a rank. HF follows the merges.
+    tok = Tokenizer([(B, C), (A, B), (257, C)])
+    hf, enc = exported(tok, tmp_path)
+    assert twin.encode(tok.merges, b"abc") == [A, 256]
+    assert hf_ids(hf, "abc") == [A, 256]
+    assert enc.encode_ordinary("abc") == [258]
+    docs = ["bc", "ab c", "x abc"]
+    assert export.first_difference(tok, docs) is None
+    assert export.first_difference(tok, docs, library="tiktoken") == 2
+
+
+def test_trained_tokenizers_have_no_duplicates(corpus_tok, kjv_tok):
+    assert export.duplicate_tokens(corpus_tok) == []
+    assert export.duplicate_tokens(kjv_tok) == []
+
+
+def test_duplicates_are_refused_and_nothing_is_written(tmp_path):
+    # merge 2 (ab, c) and merge 3 (a, bc) both spell "abc"
+    tok = Tokenizer([(A, B), (B, C), (256, C), (A, 257)])
+    assert export.duplicate_tokens(tok) == [(259, 258)]
+    with pytest.raises(export.DuplicateTokenError, match="259 = 258"):
+        export.export_hf(tok, tmp_path / "tokenizer.json")
+    with pytest.raises(export.DuplicateTokenError, match="259 = 258"):
+        export.export_tiktoken(tok, tmp_path / "ranks.tiktoken")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------- the files
+
+def test_hf_file_loads_with_specials_and_decodes(kjv_tok, tmp_path):
+    path = tmp_path / "tokenizer.json"
+    export.export_hf(kjv_tok, path)
+    raw = tokenizers.Tokenizer.from_file(str(path))
+    assert raw.get_vocab_size() == kjv_tok.vocab_size
+    for name, i in kjv_tok.specials.items():
+        assert raw.token_to_id(name) == i
+        assert raw.id_to_token(i) == name
+    text = "In the beginning 日本語 😀\n"
+    ids = hf_ids(raw, text)
+    assert ids == kjv_tok.encode(text).tolist()
+    assert raw.decode(ids) == text
+    # the file alone turns special text into the special; load_hf keeps it text
+    assert hf_ids(raw, "x<|bos|>") == [ord("x"), kjv_tok.special_id("<|bos|>")]
+    assert hf_ids(export.load_hf(path), "x<|bos|>") == kjv_tok.encode("x<|bos|>").tolist()
+    model = json.loads(path.read_text())["model"]
+    assert model["type"] == "BPE" and len(model["merges"]) == kjv_tok.n_merges
+
+
+def test_tiktoken_files_load_and_decode(kjv_tok, tmp_path, monkeypatch):
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = tmp_path / "ranks.tiktoken"
+    export.export_tiktoken(kjv_tok, path)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == kjv_tok.vocab_size - len(SPECIALS)
+    assert lines[ord("A")] == b"QQ== 65"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")          # no copy in tiktoken's cache
+    assert load_tiktoken_bpe(str(path)) == {b: i for i, b in
+                                            enumerate(kjv_tok.id_to_bytes()[:-len(SPECIALS)])}
+    sidecar = json.loads((tmp_path / "ranks.tiktoken.json").read_text())
+    assert sidecar["pat_str"] == ORACLE_PATTERN_LITERAL
+    assert sidecar["special_tokens"] == kjv_tok.specials
+    enc = export.load_tiktoken(path, kjv_tok)
+    assert enc.n_vocab == kjv_tok.vocab_size
+    text = "And God said, Let there be light: 日本語 😀"
+    ids = enc.encode_ordinary(text)
+    assert ids == kjv_tok.encode(text).tolist()
+    assert enc.decode(ids) == text
+    assert enc.encode("<|end|>", allowed_special="all") == [kjv_tok.special_id("<|end|>")]
+
+
+def test_load_tiktoken_refuses_another_tokenizers_export(kjv_tok, tmp_path):
+    path = tmp_path / "ranks.tiktoken"
+    export.export_tiktoken(kjv_tok, path)
+    other = Tokenizer(kjv_tok.merges[:-1])
+    with pytest.raises(ValueError, match="not the tiktoken export"):
+        export.load_tiktoken(path, other)
+
+
+@pytest.mark.parametrize("fmt", ["hf", "tiktoken"])
+def test_writes_are_atomic(kjv_tok, tmp_path, monkeypatch, fmt):
+    write = export.export_hf if fmt == "hf" else export.export_tiktoken
+    path = tmp_path / "out"
+    path.write_bytes(b"old content")
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(export.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="simulated"):
+        write(kjv_tok, path)
+    assert path.read_bytes() == b"old content"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]      # no temp files left
+
+    monkeypatch.setattr(export.os, "replace", real_replace)
+    write(kjv_tok, path)
+    expected = ["out"] if fmt == "hf" else ["out", "out.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == expected
+    assert path.read_bytes() != b"old content"
+
+
+def test_first_difference_argument_check(kjv_tok):
+    with pytest.raises(ValueError, match="library"):
+        export.first_difference(kjv_tok, ["x"], library="sentencepiece")
+
+
+def test_bytes_to_unicode_is_gpt2s_alphabet():
+    alphabet = export.bytes_to_unicode()
+    assert len(set(alphabet.values())) == 256
+    assert alphabet[ord("A")] == "A"
+    assert alphabet[ord(" ")] == "Ġ" and alphabet[ord("\n")] == "Ċ"
+    assert alphabet[0] == "Ā" and alphabet[0xAD] == "Ń"
+    assert np.all([c.isprintable() for c in alphabet.values()])

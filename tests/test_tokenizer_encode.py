@@ -1,0 +1,254 @@
+"""The Python encoding surface of Tokenizer (SPEC §5, §6, §9): encode, encode_batch,
+encode_many, encode_document, render_chat, decode_bytes, decode.
+
+Encoding is checked against the naive twin (harness.twin.encode); decoding against the
+bytes of the input. The tokenizer is trained by the assembly on the bundled sample.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import harness
+from harness import twin
+from harness.tokenizer import MASKBIT, SPECIALS, Tokenizer
+
+KJV = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
+
+MIXED = ["Hello world", "don't STOP 123456 $9.99", "naïve café — “quotes”",
+         "日本語のテキスト。", "日 旦 旧 早 旬 旭", "emoji 😀😀 ok", "x  \n\n  y\r\n",
+         "<|bos|> <|end|>", ""]
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    """2048 ids, trained on the bundled KJV sample plus a little non-ASCII text."""
+    docs = [KJV.read_bytes()] + [t.encode() for t in MIXED] * 50
+    return harness.train(docs, vocab_size=2048).tokenizer
+
+
+@pytest.fixture(scope="module")
+def kjv_docs() -> list[bytes]:
+    text = KJV.read_bytes()[:60_000]
+    return [text[i:i + 6000] for i in range(0, len(text), 6000)]
+
+
+def ids(a) -> list[int]:
+    return np.asarray(a).tolist()
+
+
+# ------------------------------------------------------------------------------ encode
+
+def test_encode_matches_the_twin(tok, kjv_docs):
+    for doc in kjv_docs[:3] + [t.encode() for t in MIXED]:
+        got = tok.encode(doc)
+        assert got.dtype == np.uint16
+        assert ids(got) == twin.encode(tok.merges, doc)
+
+
+def test_str_and_bytes_encode_alike(tok):
+    for text in MIXED:
+        assert ids(tok.encode(text)) == ids(tok.encode(text.encode()))
+    lone = "a\ud800b"                                    # surrogatepass
+    assert ids(tok.encode(lone)) == ids(tok.encode(lone.encode("utf-8", "surrogatepass")))
+
+
+def test_encode_batch_and_encode_many_agree_with_encode(tok, kjv_docs):
+    docs = kjv_docs[:4] + MIXED
+    singles = [ids(tok.encode(d)) for d in docs]
+    assert [ids(a) for a in tok.encode_batch(docs)] == singles
+    assert [ids(a) for a in tok.encode_batch(docs, threads=2)] == singles
+    flat, counts = tok.encode_many(docs)
+    assert flat.dtype == np.uint16 and counts.dtype == np.uint64
+    assert counts.tolist() == [len(s) for s in singles]
+    assert ids(flat) == [i for s in singles for i in s]
+    assert ids(tok.encode_many(docs, cache=False)[0]) == ids(flat)
+
+
+def test_empty_inputs(tok):
+    assert tok.encode("").dtype == np.uint16 and tok.encode("").size == 0
+    assert tok.encode_batch([]) == []
+    flat, counts = tok.encode_many([])
+    assert flat.size == 0 and counts.size == 0
+    assert [a.size for a in tok.encode_batch(["", "a", ""])] == [0, 1, 0]
+
+
+def test_bad_documents_raise(tok):
+    with pytest.raises(TypeError, match="document 1"):
+        tok.encode_many(["ok", 3])
+    with pytest.raises(ValueError, match="threads"):
+        tok.encode_many(["ok"], threads=0)
+
+
+def test_bos(tok):
+    bos = tok.special_id("<|bos|>")
+    assert bos == tok.vocab_size - 16
+    plain = ids(tok.encode("In the beginning"))
+    assert ids(tok.encode("In the beginning", bos=True)) == [bos] + plain
+    assert ids(tok.encode_document("In the beginning")) == [bos] + plain
+    assert ids(tok.encode_document("")) == [bos]
+    flat, counts = tok.encode_many(["a", "", "b"], bos=True)
+    assert counts.tolist() == [2, 1, 2]
+    assert ids(flat) == [bos, ord("a"), bos, bos, ord("b")]
+    assert [ids(a) for a in tok.encode_batch(["a", ""], bos=True)] == [[bos, ord("a")], [bos]]
+
+
+def test_special_text_is_ordinary_text(tok):
+    text = "<|bos|><|user|> hi <|end|><|reserved_10|>"
+    got = ids(tok.encode(text))
+    assert not set(got) & set(tok.specials.values())
+    assert got == twin.encode(tok.merges, text.encode())
+    assert tok.decode(got) == text
+
+
+# ------------------------------------------------------------------------- render_chat
+
+CHAT = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Who created the heaven?"},
+    {"role": "assistant", "content": "God created the heaven and the earth."},
+    {"role": "user", "content": ""},
+    {"role": "assistant", "content": "日本語 😀"},
+]
+
+
+def test_render_chat_layout_and_maskbit(tok):
+    sp = tok.specials
+    out = tok.render_chat(CHAT)
+    assert out.dtype == np.uint16
+    expected, masked = [sp["<|bos|>"]], [False]
+    for m in CHAT:
+        content = ids(tok.encode(m["content"]))
+        learn = m["role"] == "assistant"
+        expected += [sp[f"<|{m['role']}|>"]] + content + [sp["<|end|>"]]
+        masked += [False] + [learn] * len(content) + [learn]
+    got = ids(out)
+    assert [i & ~MASKBIT for i in got] == expected
+    assert [bool(i & MASKBIT) for i in got] == masked
+    assert tok.decode(out) == ("<|bos|><|system|>Be brief.<|end|><|user|>Who created the "
+                               "heaven?<|end|><|assistant|>God created the heaven and the "
+                               "earth.<|end|><|user|><|end|><|assistant|>日本語 😀<|end|>")
+
+
+def test_render_chat_empty_conversation(tok):
+    assert ids(tok.render_chat([])) == [tok.special_id("<|bos|>")]
+
+
+@pytest.mark.parametrize("bad, problem", [
+    ({"role": "robot", "content": "hi"}, "unknown role 'robot'"),
+    ({"content": "hi"}, "unknown role None"),
+    ({"role": "user"}, "content must be a str, got missing"),
+    ({"role": "user", "content": b"hi"}, "content must be a str, got bytes"),
+    ({"role": "user", "content": None}, "content must be a str, got NoneType"),
+    ("user: hi", "expected a dict"),
+])
+def test_render_chat_rejects_bad_messages_naming_them(tok, bad, problem):
+    with pytest.raises(ValueError, match="message 1: " + problem):
+        tok.render_chat([CHAT[0], bad])
+
+
+def chain_tokenizer(n_merges: int) -> Tokenizer:
+    """A valid tokenizer of any size: merge i joins the previous token and 'a'."""
+    merges = [(ord("a"), ord("a"))] + [(256 + i - 1, ord("a")) for i in range(1, n_merges)]
+    return Tokenizer(np.array(merges, dtype=np.uint16))
+
+
+def test_render_chat_refuses_vocab_above_32768():
+    assert chain_tokenizer(32768 - 272).render_chat([CHAT[2]]).size > 0
+    big = chain_tokenizer(32768 - 272 + 100)             # vocab_size 32868
+    with pytest.raises(ValueError, match="32768"):
+        big.render_chat([CHAT[2]])
+    # and there an id with the top bit is a real token, not a masked one
+    top = big.special_id("<|bos|>")
+    assert top & MASKBIT
+    assert big.decode_bytes([top]) == b"<|bos|>"
+    assert big.decode_bytes([0x8000]) == b"a" * (0x8000 - 256 + 2)
+
+
+# ------------------------------------------------------------------------------ decode
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300))
+def test_decode_bytes_inverts_encode_on_any_bytes(tok, data):
+    assert tok.decode_bytes(tok.encode(data)) == data
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=200))
+def test_decode_inverts_encode_on_text(tok, text):
+    assert tok.decode(tok.encode(text), errors="strict") == text
+
+
+def test_partial_utf8_tokens(tok):
+    # 旺 (E6 97 BA) was not in training, but E6 97 starts the six characters that were
+    text = "旺 日本語 旺盛"
+    tokens = ids(tok.encode(text))
+    pieces = [tok.decode_bytes([t]) for t in tokens]
+    assert b"".join(pieces) == text.encode()
+    partial = [t for t, p in zip(tokens, pieces) if len(p) >= 2 and not _is_utf8(p)]
+    assert partial, "expected a merged token that cuts a character (E6 97)"
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode([partial[0]], errors="strict")
+    assert "\ufffd" in tok.decode([partial[0]])          # errors="replace" by default
+    assert tok.decode(tokens, errors="strict") == text
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_decode_strict_raises_on_a_stray_byte(tok):
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode([ord("a"), 0xE2, ord("b")], errors="strict")
+    assert tok.decode([ord("a"), 0xE2, ord("b")]) == "a\ufffdb"
+
+
+def test_specials_decode_to_their_names(tok):
+    assert tok.decode_bytes(list(tok.specials.values())) == "".join(SPECIALS).encode()
+
+
+def test_maskbit_is_stripped(tok):
+    tokens = tok.encode("And God said, Let there be light")
+    assert tok.decode_bytes(tokens | np.uint16(MASKBIT)) == tok.decode_bytes(tokens)
+    assert tok.decode([tok.special_id("<|end|>") | MASKBIT]) == "<|end|>"
+
+
+@pytest.mark.parametrize("bad_id", ["vocab", "vocab+mask", -1, 0x10000, 2 ** 64 - 1])
+def test_unknown_ids_raise_naming_the_position(tok, bad_id):
+    bad = {"vocab": tok.vocab_size, "vocab+mask": tok.vocab_size | MASKBIT}.get(bad_id, bad_id)
+    arr = np.array([ord("a"), ord("b"), 0, bad, ord("c")],
+                   dtype=np.uint64 if bad == 2 ** 64 - 1 else np.int64)
+    with pytest.raises(ValueError, match=rf"id {bad} at position 3 "):
+        tok.decode_bytes(arr)
+    with pytest.raises(ValueError, match="position 3"):
+        tok.decode(arr)
+
+
+def test_decode_argument_checks(tok):
+    assert tok.decode_bytes([]) == b"" and tok.decode(np.array([], dtype=np.uint16)) == ""
+    with pytest.raises(TypeError):
+        tok.decode_bytes([1.5, 2.0])
+    with pytest.raises(ValueError, match="flat"):
+        tok.decode_bytes([[1, 2], [3, 4]])
+
+
+def test_decode_bytes_is_fast_on_millions_of_ids(tok, kjv_docs):
+    tokens = tok.encode(b"".join(kjv_docs))
+    reps = -(-3_000_000 // tokens.size)
+    many = np.tile(tokens, reps)
+    expected = b"".join(kjv_docs) * reps
+    tok.decode_bytes(many[:10])                         # builds the table once
+    start = time.perf_counter()
+    out = tok.decode_bytes(many)
+    seconds = time.perf_counter() - start
+    assert out == expected
+    assert seconds < 2.0, f"decode_bytes of {many.size:,} ids took {seconds:.2f} s"
