@@ -100,6 +100,36 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
                      uint64_t min_count, uint64_t threads, uint64_t flags,
                      uint32_t *merges, uint64_t *counts, uint64_t *stats);
 
+/* ---- encoding (SPEC §6) ----------------------------------------------------- */
+
+/* encode.asm: the encoder of a merge table: merges[i] = left | right << 16
+ * makes id 256 + i (the caller has checked the ids and that no pair repeats).
+ * It keeps a chunk cache per thread index across calls.  NULL when out of
+ * memory or n_merges > 65279. */
+typedef struct asmbpe_enc asmbpe_enc;
+asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges);
+void asmbpe_enc_free(asmbpe_enc *e);
+
+/* encode.asm: chunks encoded, cache hits, chunks that took the heap path,
+ * over all calls so far. */
+void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t out[3]);
+
+/* encode.asm: encode documents text[doc_ends[i-1], doc_ends[i]) (the first
+ * from 0) on `threads` threads, blocks of 256 documents at a time.  out must
+ * hold doc_ends[n_docs - 1] + n_docs ids; it receives every document's ids in
+ * order, counts[i] of them for document i.  flags: ASMBPE_ENC_BOS puts
+ * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
+ * bypasses the chunk caches.  Returns the ids written or a negative status.
+ * One call at a time per encoder. */
+enum {
+    ASMBPE_ENC_BOS = 1,
+    ASMBPE_ENC_NOCACHE = 2,
+};
+int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
+                      const uint64_t *doc_ends, uint64_t n_docs,
+                      uint64_t threads, uint64_t flags,
+                      uint16_t *out, uint64_t *counts);
+
 /* threads.asm: peak bytes the library has had mapped; reset != 0 restarts the
  * peak from what is mapped now. */
 uint64_t asmbpe_mapped_peak(int reset);

@@ -81,3 +81,30 @@ class GuardedArena:
     def close(self):
         for off in (0, self.hi):
             _libc.mprotect(self.base + off, PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+class Packer:
+    """One padded buffer (SPEC §2: PAD readable bytes before and after the text), reused
+    for every batch, so each batch is one copy of its documents and no fresh pages are
+    faulted in per batch. `pack(docs)` -> (pointer to the text, doc end offsets as
+    uint64, text bytes). Used by training and encoding."""
+
+    def __init__(self):
+        self.array = np.empty(0, dtype=np.uint8)
+
+    def pack(self, docs: list[bytes]):
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
+        ends = np.cumsum(lengths, dtype=np.uint64)
+        n = int(ends[-1]) if len(ends) else 0
+        if len(self.array) < n + 2 * PAD:
+            self.array = np.empty(0, dtype=np.uint8)          # free before growing
+            self.array = np.empty(max(n + 2 * PAD, 1 << 16), dtype=np.uint8)
+            self.array[:PAD] = PAD_BYTE
+        view = memoryview(self.array)
+        pos = PAD
+        for d in docs:
+            view[pos:pos + len(d)] = d
+            pos += len(d)
+        self.array[pos:pos + PAD] = PAD_BYTE
+        ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
+        return ptr, ends, n

@@ -500,6 +500,106 @@ def check_train(ctx: Ctx) -> None:
     arena.close()
 
 
+def _merge_tables(rng: random.Random) -> list[tuple[str, np.ndarray]]:
+    """Merge tables for the encoder: hand-made runs of 'a' and of spaces (long
+    chunks, overlapping pairs), and tables learned (by the twin) from texty and
+    random text, so that real-looking pairs of every kind occur."""
+    runs = [(97, 97), (256, 256), (257, 257), (258, 258), (32, 32), (260, 260), (97, 256),
+            (261, 32), (98, 99), (97, 98), (265, 99)]       # ends with (a,b),(ab,c): tiktoken's case
+    tables = [("runs", np.array(runs, dtype=np.uint16))]
+    for k in range(2):
+        docs = [random_text(rng, rng.randrange(200, 2000)) for _ in range(20)]
+        tables.append((f"learned #{k}", twin.train(docs, 256 + 16 + 300).merges))
+    return tables
+
+
+def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: int, flags: int,
+                anchor: str, align: int | None, case: str):
+    """Encode `docs` (one guarded buffer) through the trampoline; (ids, counts) or None
+    after reporting a failure. The output arrays carry margins that must survive."""
+    ptr, _ = arena.place(b"".join(docs), anchor, align)
+    ends_full, ends = out_array(len(docs))
+    ends[:] = np.cumsum([len(d) for d in docs], dtype=np.uint64)
+    cap = int(ends[-1]) + len(docs)
+    out_full = np.full(cap + 64, 0x9999, dtype=np.uint16)
+    c_full, counts = out_array(len(docs))
+    ctx.on(case)
+    got = ctx.call("asmbpe_encode", enc, ptr, ffi.from_buffer("uint64_t[]", ends), len(docs),
+                   threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
+                   ffi.from_buffer("uint64_t[]", counts))
+    got = got - (1 << 64) if got >> 63 else got
+    if got < 0:
+        ctx.fail(f"asmbpe_encode: {case}: status {got}")
+        return None
+    if np.any(out_full[:32] != 0x9999) or np.any(out_full[32 + cap:] != 0x9999) \
+            or not margins_intact(c_full, len(docs)) or not margins_intact(ends_full, len(docs)):
+        ctx.fail(f"asmbpe_encode: {case}: wrote outside out/counts (or changed doc_ends)")
+    if int(counts.sum()) != got:
+        ctx.fail(f"asmbpe_encode: {case}: counts add up to {int(counts.sum())}, returned {got}")
+    return out_full[32:32 + got].tolist(), counts.tolist()
+
+
+@register("asmbpe_encode")
+def check_encode(ctx: Ctx) -> None:
+    arena = GuardedArena(MB + 4096)
+    texts = [(name, data) for i, (name, data) in enumerate(edge_texts(ctx.rng))
+             if len(data) <= 4096 or i % 3 == 0]
+    for k in range(max(1, ctx.n_random // 20)):
+        texts.append((f"random text #{k}", random_text(ctx.rng, ctx.rng.randrange(0, 3000))))
+    for t_name, merges in _merge_tables(ctx.rng):
+        ctx.on(f"asmbpe_enc_new: {t_name}")
+        m32 = np.ascontiguousarray(merges, dtype="<u2").view("<u4").ravel()
+        enc = ctx.call("asmbpe_enc_new", ffi.from_buffer("uint32_t[]", m32), len(m32))
+        if not enc:
+            ctx.fail(f"asmbpe_enc_new: {t_name}: returned NULL")
+            continue
+        ranks = twin.merge_ranks(merges)
+        bos = 256 + len(merges)
+        for i, (name, data) in enumerate(texts):
+            big = len(data) > 4096
+            if big and (i + len(t_name)) % 2:
+                continue                        # half the 1 MB runs per table
+            if big:
+                data = data[:MB // 8] if t_name != "runs" else data   # the twin is slow
+            cuts = sorted(ctx.rng.randrange(len(data) + 1) for _ in range(ctx.rng.randrange(3)))
+            docs = [data[s:t] for s, t in zip([0] + cuts, cuts + [len(data)])]
+            want_counts, want = [], []
+            for d in docs:
+                ids = ([bos] if i % 2 else []) + [x for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
+                want += ids
+                want_counts.append(len(ids))
+            flags = (i % 2) | (2 if i % 3 == 0 else 0)
+            threads = [1, 2, 3, 8][i % 4]
+            anchor = ("end", "start")[(i // 2) % 2]
+            align = None if i % 5 else (i * 7) % 64
+            case = (f"{t_name}: {name}: {len(docs)} documents, {threads} threads, flags {flags}, "
+                    f"{anchor}-anchored, align {align}")
+            res = _asm_encode(ctx, arena, enc, docs, threads, flags, anchor, align, case)
+            if res is None:
+                continue
+            ids, counts = res
+            if ids != want or counts != want_counts:
+                at = next((j for j, (x, y) in enumerate(zip(ids, want)) if x != y), min(len(ids), len(want)))
+                ctx.fail(f"asmbpe_encode: {case}: id {at} is {ids[at] if at < len(ids) else None}, "
+                         f"twin {want[at] if at < len(want) else None} (counts {counts[:4]} vs {want_counts[:4]})")
+        ctx.on(f"asmbpe_enc_stats: {t_name}")
+        stats = np.zeros(3 + 2 * MARGIN, dtype=np.uint64)
+        ctx.call("asmbpe_enc_stats", enc, ffi.from_buffer("uint64_t[]", stats[MARGIN:]))
+        if np.any(stats[:MARGIN]) or np.any(stats[MARGIN + 3:]) or stats[MARGIN + 1] > stats[MARGIN]:
+            ctx.fail(f"asmbpe_enc_stats: {t_name}: bad counters {stats[MARGIN:MARGIN + 3].tolist()}")
+        ctx.on(f"threads = 0 is refused: {t_name}")
+        ptr, _ = arena.place(b"abc", "end")
+        ends = np.array([3], dtype=np.uint64)
+        out = np.zeros(8, dtype=np.uint16)
+        counts = np.zeros(1, dtype=np.uint64)
+        st = ctx.call("asmbpe_encode", enc, ptr, ffi.from_buffer("uint64_t[]", ends), 1, 0, 0,
+                      ffi.from_buffer("uint16_t[]", out), ffi.from_buffer("uint64_t[]", counts))
+        if st != (1 << 64) - 1:
+            ctx.fail(f"asmbpe_encode: threads 0 gave {st}, want ASMBPE_EINVAL")
+        ctx.call("asmbpe_enc_free", enc)
+    arena.close()
+
+
 # --------------------------------------------------------------------------- runner
 
 def _run_child(entry: Entry, seed: int, n_random: int, wfd: int) -> None:

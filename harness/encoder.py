@@ -1,22 +1,71 @@
 """Encoding many documents (SPEC §6): the one entry point every production encode goes
 through (`Tokenizer.encode`, `.encode_batch`, `.encode_many`, `.render_chat`, the CLI).
 
-TEMPORARY: twin-backed until asm/encode.asm lands. Until then the body below encodes
-with the naive twin (`harness.twin.encode_chunk`, lowest-numbered merge first) over the
-assembly pre-tokenizer (`harness.split`), one chunk at a time in Python; `threads` and
-`cache` are checked and otherwise ignored. The library call replaces this body and
-keeps exactly this signature and result.
+The work is one `asmbpe_encode` call per batch (asm/encode.asm): the documents are
+packed into one padded buffer (`buffers.Packer`), the library splits them into chunks,
+turns each chunk into ids (lowest-numbered merge first, with a 65,536-entry cache per
+thread for chunks of up to 48 bytes) on its own threads, blocks of 256 documents at a
+time, and returns the ids in document order. The encoder object (the pair -> merge
+table and the threads' caches) is built once per Tokenizer and kept on it, so the caches
+stay warm from call to call; a lock keeps one call at a time per encoder.
 """
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 
-from . import twin
-from .pretok import split
+from ._lib import ffi, lib
+from .buffers import Packer
 
-__all__ = ["encode_many", "MAX_THREADS"]
+__all__ = ["encode_many", "encoder_stats", "MAX_THREADS"]
 
 MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
+SMALL_BYTES = 1 << 16                    # below this, one thread (starting one costs more)
+
+STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
+               -2: "out of memory (ASMBPE_ENOMEM)",
+               -4: "a thread could not be started (ASMBPE_ETHREAD)"}
+
+
+class _Encoder:
+    """The library's encoder for one tokenizer, its lock and its input buffer."""
+
+    def __init__(self, tokenizer):
+        L = lib()
+        merges = np.ascontiguousarray(tokenizer.merges, dtype="<u2").view("<u4").ravel()
+        handle = L.asmbpe_enc_new(ffi.from_buffer("uint32_t[]", merges), len(merges))
+        if handle == ffi.NULL:
+            raise MemoryError("asmbpe_enc_new: out of memory")
+        self.handle = ffi.gc(handle, L.asmbpe_enc_free)
+        self.lock = threading.Lock()
+        self.packer = Packer()
+        self.out = np.empty(0, dtype=np.uint16)     # reused: no fresh pages per call
+
+    def out_buffer(self, n: int) -> np.ndarray:
+        if len(self.out) < n:
+            self.out = np.empty(0, dtype=np.uint16)
+            self.out = np.empty(max(n, 1 << 16), dtype=np.uint16)
+        return self.out
+
+
+def _encoder(tokenizer) -> _Encoder:
+    enc = tokenizer.__dict__.get("_asm_encoder")
+    if enc is None:
+        enc = tokenizer.__dict__.setdefault("_asm_encoder", _Encoder(tokenizer))
+    return enc
+
+
+def _threads(threads, n_docs: int, n_bytes: int) -> int:
+    if threads is None:
+        if n_bytes < SMALL_BYTES:
+            return 1
+        threads = min(os.cpu_count() or 1, MAX_THREADS)
+        return max(1, min(threads, -(-n_docs // 256)))      # a block of 256 docs each
+    if isinstance(threads, bool) or not 1 <= int(threads) <= MAX_THREADS:
+        raise ValueError(f"threads must be between 1 and {MAX_THREADS}, got {threads!r}")
+    return int(threads)
 
 
 def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: bool = False,
@@ -24,25 +73,38 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     """Encode documents.
 
     tokenizer: a harness.Tokenizer; docs: a list of bytes-like documents (any bytes,
-    valid UTF-8 or not); threads: encoding threads (None: the library chooses);
-    bos: prefix each document with <|bos|>; cache: use the per-thread chunk cache
-    (results never depend on it).
+    valid UTF-8 or not); threads: encoding threads (None: all CPUs for large batches,
+    one for small ones); bos: prefix each document with <|bos|>; cache: use the
+    per-thread chunk cache (results never depend on it).
 
     Returns (tokens, counts): every document's tokens concatenated in document order,
     uint16, and the number of tokens of each document (the <|bos|> included), uint64.
     Special-token text inside a document is ordinary text.
     """
-    if threads is not None and (isinstance(threads, bool)
-                                or not 1 <= int(threads) <= MAX_THREADS):
-        raise ValueError(f"threads must be between 1 and {MAX_THREADS}, got {threads!r}")
-    ranks = twin.merge_ranks(tokenizer.merges)
-    prefix = [tokenizer.special_id("<|bos|>")] if bos else []
-    tokens: list[int] = []
-    counts = np.empty(len(docs), dtype=np.uint64)
-    for k, doc in enumerate(docs):
-        ids = list(prefix)
-        for chunk in split(bytes(doc)):
-            ids.extend(twin.encode_chunk(ranks, chunk))
-        tokens.extend(ids)
-        counts[k] = len(ids)
-    return np.array(tokens, dtype=np.uint16), counts
+    if threads is not None:
+        _threads(threads, 0, 0)                  # validate before any work
+    counts = np.zeros(len(docs), dtype=np.uint64)
+    if not docs:
+        return np.zeros(0, dtype=np.uint16), counts
+    L = lib()
+    enc = _encoder(tokenizer)
+    flags = (L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
+    with enc.lock:
+        ptr, ends, n = enc.packer.pack(docs)
+        out = enc.out_buffer(n + len(docs))
+        got = L.asmbpe_encode(enc.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
+                              len(docs), _threads(threads, len(docs), n), flags,
+                              ffi.from_buffer("uint16_t[]", out),
+                              ffi.from_buffer("uint64_t[]", counts))
+        tokens = out[:max(got, 0)].copy()
+    if got < 0:
+        raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
+    return tokens, counts
+
+
+def encoder_stats(tokenizer) -> dict:
+    """Counters of the tokenizer's encoder over all calls so far: chunks encoded, cache
+    hits, chunks that took the heap path (longer than 128 bytes, uncached)."""
+    raw = np.zeros(3, dtype=np.uint64)
+    lib().asmbpe_enc_stats(_encoder(tokenizer).handle, ffi.from_buffer("uint64_t[]", raw))
+    return dict(chunks=int(raw[0]), cache_hits=int(raw[1]), long_chunks=int(raw[2]))

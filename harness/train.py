@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import PAD, PAD_BYTE
+from .buffers import Packer
 from .corpora import estimate_bytes, iter_batches
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
 
@@ -143,32 +143,6 @@ def _classify(inputs) -> tuple[str, list]:
         raise TypeError("inputs mix documents and paths; give one kind (str is a "
                         "document: wrap file names in pathlib.Path)")
     return "docs", [_as_doc(x, k) for k, x in enumerate(items)]
-
-
-class _Packer:
-    """One padded buffer (SPEC §2: PAD readable bytes before and after the text), reused
-    for every batch, so each batch is one copy of its documents and no fresh pages are
-    faulted in per batch. `pack(docs)` -> (pointer to the text, doc end offsets)."""
-
-    def __init__(self):
-        self.array = np.empty(0, dtype=np.uint8)
-
-    def pack(self, docs: list[bytes]):
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
-        ends = np.cumsum(lengths, dtype=np.uint64)
-        n = int(ends[-1]) if len(ends) else 0
-        if len(self.array) < n + 2 * PAD:
-            self.array = np.empty(0, dtype=np.uint8)          # free before growing
-            self.array = np.empty(max(n + 2 * PAD, 1 << 16), dtype=np.uint8)
-            self.array[:PAD] = PAD_BYTE
-        view = memoryview(self.array)
-        pos = PAD
-        for d in docs:
-            view[pos:pos + len(d)] = d
-            pos += len(d)
-        self.array[pos:pos + PAD] = PAD_BYTE
-        ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
-        return ptr, ends, n
 
 
 def _prefetch(batches):
@@ -287,7 +261,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
         raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
     try:
         report("count", 0, total_est)
-        packer = _Packer()
+        packer = Packer()
         t0 = time.perf_counter()
         for docs in batches:
             ptr, ends, size = packer.pack(docs)

@@ -1,0 +1,893 @@
+;-----------------------------------------------------------------------------
+; encode.asm — encoding (SPEC §6): documents -> u16 token ids.
+;
+; Each document is split with the pre-tokenizer (asmbpe_split_offsets); each
+; chunk becomes tokens by repeating one step: find the lowest-numbered merge
+; among its adjacent pairs and apply it everywhere in the chunk, left to
+; right, non-overlapping (what training did, and what Hugging Face's BPE
+; does).  Three ways to a chunk's tokens, all giving the same ids:
+;
+;   one byte            its byte
+;   2..48 bytes         the thread's cache (65,536 entries) or, on a miss,
+;                       the short path, whose result then fills the entry
+;   up to SHORT_MAX     the short path: rounds of "lowest rank, apply all"
+;   longer              the heap path: a min-heap of (rank, position) over a
+;                       linked list of the chunk's tokens, O(n log n) — a
+;                       1 MB run with no boundary stays fast
+;
+; Threads claim blocks of DOC_BLOCK documents.  Document d's tokens are first
+; written at out[start(d) + d] (its own room: its bytes plus <|bos|>, so the
+; threads never share a range), then moved down into document order.
+; Layout and constants: encode.inc.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "wordtab.inc"
+%include "encode.inc"
+
+extern asmbpe_map
+extern asmbpe_unmap
+extern asmbpe_parallel
+extern asmbpe_split_offsets
+
+section .rodata
+align 64
+; 64 bytes 0xFF then 64 zero bytes: the 48 bytes at (mask_tab + 64 - n) keep
+; the first n bytes of a load (n <= 48)
+mask_tab:
+    times 64 db 0xFF
+    times 64 db 0
+
+section .text
+
+; RANK dst32, a32, b32: dst = the merge number of the pair (a, b), NO_RANK if
+; none.  Needs r8 = slots, r9d = mask, r10d = shift.  Clobbers ecx, r11.
+%macro RANK 3
+    mov         ecx, %2
+    shl         ecx, 16
+    or          ecx, %3                         ; P
+    imul        r11d, ecx, RANK_MUL
+    shrx        r11d, r11d, r10d
+%%probe:
+    mov         %1, [r8 + r11 * 8]
+    cmp         %1, ecx
+    je          %%hit
+    cmp         %1, NO_RANK
+    je          %%done                          ; (dst = NO_RANK)
+    inc         r11d
+    and         r11d, r9d
+    jmp         %%probe
+%%hit:
+    mov         %1, [r8 + r11 * 8 + 4]
+%%done:
+%endmacro
+
+; LOAD_TABLE enc: r8, r9, r10 for RANK.
+%macro LOAD_TABLE 1
+    mov         r8, [%1 + E_SLOTS]
+    mov         r9, [%1 + E_MASK]
+    mov         r10, [%1 + E_SHIFT]
+%endmacro
+
+;-----------------------------------------------------------------------------
+; asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges)
+; merges[i] = left | right << 16 makes id 256 + i (checked by the caller:
+; ids defined, no pair twice).  NULL when out of memory or n_merges too big.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_new, 2, 12, 0, merges, n
+    mov         rbx, mergesq
+    mov         rbp, nq
+    xor         eax, eax
+    cmp         rbp, 65535 - 256
+    ja          .ret
+    mov         edi, (E_SIZE + 4095) & ~4095
+    call        asmbpe_map
+    test        rax, rax
+    jz          .ret
+    mov         r14, rax
+    mov         [r14 + E_NMERGES], rbp
+    lea         rax, [rbp * 2]                  ; slots: a power of two
+    mov         ecx, 10                         ; >= 2 n, at least 1024
+.size:
+    mov         edx, 1
+    shl         edx, cl
+    cmp         rdx, rax
+    jae         .sized
+    inc         ecx
+    jmp         .size
+.sized:
+    lea         rax, [rdx - 1]
+    mov         [r14 + E_MASK], rax
+    mov         eax, 32
+    sub         eax, ecx
+    mov         [r14 + E_SHIFT], rax
+    lea         rdi, [rdx * 8]
+    mov         [r14 + E_SLOTBYTES], rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [r14 + E_SLOTS], rax
+    mov         rdi, rax                        ; every slot empty
+    mov         rcx, [r14 + E_SLOTBYTES]
+    shr         rcx, 3
+    mov         rax, -1
+    rep stosq
+    LOAD_TABLE  r14
+    xor         esi, esi                        ; merge i
+.insert:
+    cmp         rsi, rbp
+    jae         .done
+    mov         eax, [rbx + rsi * 4]
+    rol         eax, 16                         ; P = left << 16 | right
+    mov         ecx, eax
+    imul        r11d, ecx, RANK_MUL
+    shrx        r11d, r11d, r10d
+.probe:
+    cmp         dword [r8 + r11 * 8], NO_RANK
+    je          .put
+    inc         r11d
+    and         r11d, r9d
+    jmp         .probe
+.put:
+    mov         [r8 + r11 * 8], ecx
+    mov         [r8 + r11 * 8 + 4], esi
+    inc         rsi
+    jmp         .insert
+.done:
+    mov         rax, r14
+    jmp         .ret
+.fail:
+    mov         rdi, r14
+    mov         esi, (E_SIZE + 4095) & ~4095
+    call        asmbpe_unmap
+    xor         eax, eax
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_enc_free(asmbpe_enc *e)          (e may be NULL)
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_free, 1, 12, 0, e
+    mov         rbx, eq
+    test        rbx, rbx
+    jz          .ret
+    xor         ebp, ebp                        ; thread index
+.thread:
+    cmp         ebp, MAX_THREADS
+    jae         .threads_done
+    mov         r14, [rbx + E_TS + rbp * 8]
+    test        r14, r14
+    jz          .next
+    mov         rdi, [r14 + TS_CACHE]
+    mov         esi, CACHE_ENTRIES * CE_SIZE
+    call        asmbpe_unmap
+    mov         rdi, [r14 + TS_LONG]
+    mov         rsi, [r14 + TS_LONGCAP]
+    shl         rsi, 5                          ; x LONG_BYTES_PER
+    call        asmbpe_unmap
+    mov         rdi, r14
+    mov         esi, (TS_SIZE + 4095) & ~4095
+    call        asmbpe_unmap
+.next:
+    inc         ebp
+    jmp         .thread
+.threads_done:
+    mov         rdi, [rbx + E_SLOTS]
+    mov         rsi, [rbx + E_SLOTBYTES]
+    call        asmbpe_unmap
+    mov         rdi, rbx
+    mov         esi, (E_SIZE + 4095) & ~4095
+    call        asmbpe_unmap
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t out[3])
+; Over every thread and call so far: chunks encoded, cache hits, chunks that
+; took the heap path.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_stats, 2, 6, 0, e, out
+    xor         eax, eax
+    mov         [outq], rax
+    mov         [outq + 8], rax
+    mov         [outq + 16], rax
+    xor         ecx, ecx
+.thread:
+    mov         rdx, [eq + E_TS + rcx * 8]
+    test        rdx, rdx
+    jz          .next
+    mov         rax, [rdx + TS_CHUNKS]
+    add         [outq], rax
+    mov         rax, [rdx + TS_HITS]
+    add         [outq + 8], rax
+    mov         rax, [rdx + TS_LONGS]
+    add         [outq + 16], rax
+.next:
+    inc         ecx
+    cmp         ecx, MAX_THREADS
+    jb          .thread
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
+;                       const uint64_t *doc_ends, uint64_t n_docs,
+;                       uint64_t threads, uint64_t flags,
+;                       uint16_t *out, uint64_t *counts)
+;
+; Encodes documents text[doc_ends[i-1], doc_ends[i]) (the first from 0) on
+; `threads` threads.  flags: ASMBPE_ENC_BOS puts <|bos|> (id 256 + n_merges)
+; before each document; ASMBPE_ENC_NOCACHE bypasses the chunk cache.  out
+; must hold doc_ends[n_docs - 1] + n_docs ids; on return it holds every
+; document's ids in order, counts[i] of them for document i.  Returns the
+; ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
+; Not for two calls at once on one encoder (the threads' caches are shared).
+;-----------------------------------------------------------------------------
+%define EN_OUT      (6 * 8 + 8)                 ; stack arguments after pushes
+%define EN_COUNTS   (6 * 8 + 16)
+%define EN_FRAME    88                          ; job; calls aligned
+
+FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
+    sub         rsp, EN_FRAME
+    mov         rax, ASMBPE_EINVAL
+    test        threadsq, threadsq
+    jz          .ret
+    cmp         threadsq, MAX_THREADS
+    ja          .ret
+    xor         eax, eax
+    test        ndocsq, ndocsq
+    jz          .ret
+    mov         [rsp + J_ENC], eq
+    mov         [rsp + J_BUF], textq
+    mov         [rsp + J_ENDS], endsq
+    mov         [rsp + J_NDOCS], ndocsq
+    mov         [rsp + J_FLAGS], flagsq
+    mov         rax, [rsp + EN_FRAME + EN_OUT]
+    mov         [rsp + J_OUT], rax
+    mov         rax, [rsp + EN_FRAME + EN_COUNTS]
+    mov         [rsp + J_COUNTS], rax
+    mov         qword [rsp + J_NEXT], 0
+    mov         qword [rsp + J_STATUS], 0
+    mov         r15, threadsq
+    mov         r13, eq
+    xor         r12d, r12d                      ; each thread's state
+.states:
+    cmp         r12, r15
+    jae         .states_done
+    mov         rbx, [r13 + E_TS + r12 * 8]
+    test        rbx, rbx
+    jnz         .have_state
+    mov         edi, (TS_SIZE + 4095) & ~4095
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         rbx, rax
+    mov         [r13 + E_TS + r12 * 8], rbx
+.have_state:
+    test        qword [rsp + J_FLAGS], EF_NOCACHE
+    jnz         .next_state
+    cmp         qword [rbx + TS_CACHE], 0
+    jne         .next_state
+    mov         edi, CACHE_ENTRIES * CE_SIZE
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [rbx + TS_CACHE], rax
+.next_state:
+    inc         r12
+    jmp         .states
+.states_done:
+    lea         rdi, [enc_worker]
+    mov         rsi, rsp
+    mov         rdx, r15
+    call        asmbpe_parallel
+    movsxd      rax, eax
+    test        rax, rax
+    jnz         .ret
+    mov         rax, [rsp + J_STATUS]
+    test        rax, rax
+    jnz         .ret
+    ; documents into order: document d's ids move from out[start(d) + d]
+    ; down to the end of those before it (never up: a forward copy is safe)
+    mov         r8, [rsp + J_OUT]
+    mov         rdi, r8                         ; destination
+    mov         r9, [rsp + J_ENDS]
+    mov         r10, [rsp + J_COUNTS]
+    xor         edx, edx                        ; d
+    xor         r11d, r11d                      ; start(d)
+.move:
+    cmp         rdx, [rsp + J_NDOCS]
+    jae         .moved
+    lea         rsi, [r11 + rdx]
+    lea         rsi, [r8 + rsi * 2]
+    mov         rcx, [r10 + rdx * 8]
+    cmp         rsi, rdi
+    je          .in_place
+    rep movsw
+    jmp         .next_doc
+.in_place:
+    lea         rdi, [rdi + rcx * 2]
+.next_doc:
+    mov         r11, [r9 + rdx * 8]
+    inc         rdx
+    jmp         .move
+.moved:
+    mov         rax, rdi
+    sub         rax, r8
+    shr         rax, 1
+    jmp         .ret
+.enomem:
+    mov         rax, ASMBPE_ENOMEM
+.ret:
+    add         rsp, EN_FRAME
+    RET
+ENDFUNC
+
+;=============================================================================
+; enc_worker(job, tid): claim blocks of documents until none is left.  Each
+; document is split EW_BUF chunks at a time; pass 1 hashes the chunks that
+; may be cached and prefetches their cache lines, pass 2 writes their ids:
+; one byte directly, a cache hit as one 16-byte copy, the rest through
+; chunk_miss / chunk_uncached.
+;=============================================================================
+%define EW_BUF      512                         ; chunk ends per split call
+%define W_ENTRY     (EW_BUF * 8)                ; their cache entries
+%define W_DOC       (EW_BUF * 16)
+%define W_DOCEND    (W_DOC + 8)
+%define W_LEN       (W_DOC + 16)
+%define W_POS       (W_DOC + 24)
+%define W_N         (W_DOC + 32)
+%define W_O         (W_DOC + 40)                ; the document's first id
+%define W_D         (W_DOC + 48)                ; the document
+%define W_CACHE     (W_DOC + 56)                ; the cache, or 0
+%define EW_FRAME    (EW_BUF * 16 + 72)          ; 6 pushes + this: aligned
+
+enc_worker:
+    SAVE        rbx, rbp, r12, r13, r14, r15
+    sub         rsp, EW_FRAME
+    mov         r12, rdi
+    mov         rax, [r12 + J_ENC]
+    mov         rbx, [rax + E_TS + rsi * 8]
+    xor         eax, eax
+    test        qword [r12 + J_FLAGS], EF_NOCACHE
+    jnz         .no_cache
+    mov         rax, [rbx + TS_CACHE]
+.no_cache:
+    mov         [rsp + W_CACHE], rax
+.claim:
+    mov         eax, 1
+    lock xadd   [r12 + J_NEXT], rax
+    imul        rax, rax, DOC_BLOCK
+    cmp         rax, [r12 + J_NDOCS]
+    jae         .done
+    mov         [rsp + W_DOC], rax
+    add         rax, DOC_BLOCK
+    cmp         rax, [r12 + J_NDOCS]
+    cmova       rax, [r12 + J_NDOCS]
+    mov         [rsp + W_DOCEND], rax
+.doc:
+    mov         rdx, [rsp + W_DOC]
+    cmp         rdx, [rsp + W_DOCEND]
+    jae         .claim
+    mov         [rsp + W_D], rdx
+    lea         rax, [rdx + 1]
+    mov         [rsp + W_DOC], rax
+    mov         rcx, [r12 + J_ENDS]
+    xor         eax, eax
+    test        rdx, rdx
+    jz          .start
+    mov         rax, [rcx + rdx * 8 - 8]
+.start:
+    mov         rsi, [rcx + rdx * 8]
+    sub         rsi, rax
+    mov         [rsp + W_LEN], rsi
+    mov         r13, [r12 + J_BUF]
+    add         r13, rax                        ; the document's text
+    add         rax, rdx                        ; its room in out
+    mov         r15, [r12 + J_OUT]
+    lea         r15, [r15 + rax * 2]            ; w
+    mov         [rsp + W_O], r15
+    test        qword [r12 + J_FLAGS], EF_BOS
+    jz          .no_bos
+    mov         rax, [r12 + J_ENC]
+    mov         rax, [rax + E_NMERGES]
+    add         eax, 256
+    mov         [r15], ax
+    add         r15, 2
+.no_bos:
+    mov         qword [rsp + W_POS], 0
+.split:
+    mov         rdi, r13
+    mov         rsi, [rsp + W_LEN]
+    mov         rdx, [rsp + W_POS]
+    mov         rcx, rsp
+    mov         r8d, EW_BUF
+    call        asmbpe_split_offsets
+    mov         [rsp + W_N], rax
+    add         [rbx + TS_CHUNKS], rax
+    mov         rdi, [rsp + W_CACHE]            ; pass 1: hash, prefetch
+    test        rdi, rdi
+    jz          .pass2
+    mov         rbp, [rsp + W_POS]
+    xor         r14d, r14d
+.hash:
+    cmp         r14, [rsp + W_N]
+    jae         .pass2
+    mov         rax, [rsp + r14 * 8]
+    mov         rdx, rax
+    sub         rdx, rbp                        ; len
+    lea         rsi, [r13 + rbp]
+    mov         rbp, rax
+    lea         rax, [rdx - 2]
+    cmp         rax, CACHE_MAX_LEN - 2
+    ja          .hash_next                      ; one byte, or too long
+    HASH_BYTES  rsi, rdx, r8, r9, r10
+    and         r8d, CACHE_ENTRIES - 1
+    shl         r8, CE_SHIFT
+    add         r8, rdi
+    mov         [rsp + W_ENTRY + r14 * 8], r8
+    prefetcht0  [r8]
+.hash_next:
+    inc         r14
+    jmp         .hash
+.pass2:
+    mov         rbp, [rsp + W_POS]              ; chunk start
+    xor         r14d, r14d                      ; k
+.chunk:
+    cmp         r14, [rsp + W_N]
+    jae         .chunks_done
+    mov         rax, [rsp + r14 * 8]
+    lea         rsi, [r13 + rbp]
+    mov         rdx, rax
+    sub         rdx, rbp                        ; len
+    mov         rcx, [rsp + W_LEN]
+    sub         rcx, rbp                        ; room for ids from here
+    mov         rbp, rax
+    inc         r14
+    cmp         rdx, 1
+    jne         .multi
+    movzx       eax, byte [rsi]                 ; one byte: its id
+    mov         [r15], ax
+    add         r15, 2
+    jmp         .chunk
+.multi:
+    cmp         rdx, CACHE_MAX_LEN
+    ja          .uncached
+    cmp         qword [rsp + W_CACHE], 0
+    je          .uncached
+    mov         r8, [rsp + W_ENTRY + r14 * 8 - 8]
+    cmp         [r8 + CE_LEN], dl
+    jne         .miss
+    lea         r9, [mask_tab + 64]             ; compare the key: the masked
+    sub         r9, rdx                         ; 16 / 32 / 48 bytes (reads
+    cmp         edx, 16                         ; past the chunk: text or
+    ja          .key32                          ; padding)
+    vmovdqu     xmm0, [rsi]
+    vpand       xmm0, xmm0, [r9]
+    vpcmpeqb    xmm0, xmm0, [r8 + CE_KEY]
+    vpmovmskb   eax, xmm0
+    cmp         eax, 0xFFFF
+    jne         .miss
+    jmp         .hit
+.key32:
+    vmovdqu     ymm0, [rsi]
+    vpand       ymm0, ymm0, [r9]
+    vpcmpeqb    ymm0, ymm0, [r8 + CE_KEY]
+    vpmovmskb   eax, ymm0
+    cmp         eax, -1
+    jne         .miss
+    cmp         edx, 32
+    jbe         .hit
+    vmovdqu     xmm1, [rsi + 32]
+    vpand       xmm1, xmm1, [r9 + 32]
+    vpcmpeqb    xmm1, xmm1, [r8 + CE_KEY + 32]
+    vpmovmskb   eax, xmm1
+    cmp         eax, 0xFFFF
+    jne         .miss
+.hit:
+    inc         qword [rbx + TS_HITS]
+    movzx       eax, byte [r8 + CE_NTOK]
+    cmp         rcx, 8                          ; room for a 16-byte store?
+    jb          .hit_small
+    vmovdqu     xmm0, [r8 + CE_TOK]
+    vmovdqu     [r15], xmm0
+    lea         r15, [r15 + rax * 2]
+    jmp         .chunk
+.hit_small:
+    movzx       ecx, word [r8 + CE_TOK]
+    mov         [r15], cx
+    add         r8, 2
+    add         r15, 2
+    dec         eax
+    jnz         .hit_small
+    jmp         .chunk
+.miss:
+    mov         rdi, r15
+    call        chunk_miss
+    mov         r15, rdi
+    jmp         .chunk
+.uncached:
+    mov         rdi, r15
+    call        chunk_uncached
+    mov         r15, rdi
+    jmp         .chunk
+.chunks_done:
+    cmp         qword [rsp + W_N], EW_BUF
+    jb          .doc_done
+    mov         [rsp + W_POS], rbp
+    jmp         .split
+.doc_done:
+    mov         rax, r15
+    sub         rax, [rsp + W_O]
+    shr         rax, 1
+    mov         rcx, [r12 + J_COUNTS]
+    mov         rdx, [rsp + W_D]
+    mov         [rcx + rdx * 8], rax
+    jmp         .doc
+.done:
+    vzeroupper
+    add         rsp, EW_FRAME
+    RESTORE
+
+;=============================================================================
+; chunk_miss: rbx = thread state, r12 = job, rsi = the chunk's bytes, rdx =
+; its length (2 .. CACHE_MAX_LEN), rdi = where its ids go, r8 = its cache
+; entry.  Encodes it (short path) and fills the entry when the ids fit.
+; chunk_uncached: the same without a cache entry, any length >= 2.
+; Both return rdi past the ids; keep rbx, rbp, r12-r15; clobber rax, rcx,
+; rdx, rsi, r8-r11, ymm0-ymm3.
+;=============================================================================
+chunk_miss:
+    push        rdi
+    push        rsi
+    push        rdx
+    push        r8
+    push        r8                              ; (alignment)
+    call        short_path                      ; rdi past the ids
+    pop         rax
+    pop         rax                             ; the entry
+    pop         rdx                             ; length
+    pop         rsi                             ; bytes
+    pop         r8                              ; first id
+    mov         rcx, rdi
+    sub         rcx, r8
+    shr         rcx, 1                          ; ids
+    cmp         ecx, CE_MAX_TOK
+    ja          .ret
+    lea         r9, [mask_tab + 64]             ; key, zero-padded
+    sub         r9, rdx
+    vmovdqu     ymm2, [r9]
+    vmovdqu     xmm3, [r9 + 32]
+    vpand       ymm0, ymm2, [rsi]
+    vpand       xmm1, xmm3, [rsi + 32]
+    vmovdqu     [rax + CE_KEY], ymm0
+    vmovdqu     [rax + CE_KEY + 32], xmm1
+    mov         [rax + CE_LEN], dl
+    mov         [rax + CE_NTOK], cl
+    xor         edx, edx
+.fill:
+    movzx       esi, word [r8 + rdx * 2]
+    mov         [rax + CE_TOK + rdx * 2], si
+    inc         edx
+    cmp         edx, ecx
+    jb          .fill
+.ret:
+    ret
+
+chunk_uncached:
+    cmp         rdx, SHORT_MAX
+    jbe         short_path                      ; tail calls
+    jmp         long_path
+
+;=============================================================================
+; short_path: rbx = thread state, r12 = job, rsi = bytes, rdx = n (2 ..
+; SHORT_MAX), rdi = ids out.  Rounds: the lowest rank r among the adjacent
+; pairs, then every occurrence of that pair, left to right, becomes id
+; 256 + r.  The ids are worked on in place at rdi, the pair ranks in
+; TS_RANK.  The rewrite keeps the ranks up to date as it goes: a pair of two
+; copied ids keeps its old rank (rank[i - 2] when the copy came from i - 1),
+; only pairs with the new id are looked up; the next round's lowest rank
+; falls out of the same pass.  Returns rdi past the ids.  Keeps rbx, rbp,
+; r12-r15.
+;=============================================================================
+short_path:
+    push        rbp
+    push        r13
+    push        r14
+    push        r15
+    mov         rax, [r12 + J_ENC]
+    LOAD_TABLE  rax
+    xor         eax, eax                        ; bytes -> ids
+.widen:
+    movzx       ecx, byte [rsi + rax]
+    mov         [rdi + rax * 2], cx
+    inc         eax
+    cmp         eax, edx
+    jb          .widen
+    mov         r13d, edx                       ; m: ids now
+    mov         ebp, NO_RANK                    ; the lowest rank
+    xor         edx, edx
+.rank:                                          ; rank[j] of (id[j], id[j+1])
+    lea         eax, [edx + 1]
+    cmp         eax, r13d
+    jae         .round
+    movzx       ecx, word [rdi + rdx * 2]
+    movzx       r15d, word [rdi + rdx * 2 + 2]
+    RANK        r15d, ecx, r15d
+    mov         [rbx + TS_RANK + rdx * 4], r15d
+    cmp         r15d, ebp
+    cmovb       ebp, r15d
+    inc         edx
+    jmp         .rank
+.round:
+    cmp         ebp, NO_RANK
+    je          .done
+    mov         esi, ebp                        ; r: this round's merge
+    mov         ebp, NO_RANK                    ; the next round's
+    xor         eax, eax                        ; i: read
+    xor         edx, edx                        ; j: write
+    xor         r14d, r14d                      ; id[j-1] is new
+.apply:
+    cmp         eax, r13d
+    jae         .applied
+    lea         ecx, [eax + 1]
+    cmp         ecx, r13d
+    jae         .copy
+    cmp         [rbx + TS_RANK + rax * 4], esi
+    jne         .copy
+    lea         ecx, [esi + 256]                ; (id[i], id[i+1]) -> 256 + r
+    mov         [rdi + rdx * 2], cx
+    add         eax, 2
+    mov         r15d, 1                         ; id[j] is new
+    jmp         .written
+.copy:
+    movzx       ecx, word [rdi + rax * 2]
+    mov         [rdi + rdx * 2], cx
+    inc         eax
+    xor         r15d, r15d
+.written:
+    test        edx, edx
+    jz          .next_id
+    mov         ecx, r14d
+    mov         r14d, r15d
+    or          ecx, r15d
+    jnz         .lookup
+    mov         ecx, [rbx + TS_RANK + rax * 4 - 8]      ; both copied: rank[i-2]
+    jmp         .set
+.lookup:
+    movzx       ecx, word [rdi + rdx * 2 - 2]
+    movzx       r15d, word [rdi + rdx * 2]
+    RANK        r15d, ecx, r15d
+    mov         ecx, r15d
+.set:
+    mov         [rbx + TS_RANK + rdx * 4 - 4], ecx
+    cmp         ecx, ebp
+    cmovb       ebp, ecx
+    inc         edx
+    jmp         .apply
+.next_id:
+    mov         r14d, r15d
+    inc         edx
+    jmp         .apply
+.applied:
+    mov         r13d, edx
+    jmp         .round
+.done:
+    lea         rdi, [rdi + r13 * 2]
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         rbp
+    ret
+
+;=============================================================================
+; long_path: rbx = thread state, r12 = job, rsi = bytes, rdx = n (>
+; SHORT_MAX), rdi = ids out.  The ids live at rdi by position; next[] and
+; prev[] link the live ones; a min-heap holds (rank << 32 | position) of
+; candidate pairs, stale entries dropped when popped (the pair at that
+; position no longer has that rank).  Same-rank pairs pop left to right,
+; and a merge only makes pairs of higher rank, so this is the rounds of the
+; short path, in O(n log n).  Returns rdi past the ids.  Keeps rbx, rbp,
+; r12-r15.  On ENOMEM: sets the job's status, returns rdi unchanged.
+;=============================================================================
+%define LP_W        0
+%define LP_P        8
+%define LP_N        16
+%define LP_FRAME    24                          ; 5 pushes + ret + 24: aligned
+
+%define DEAD        0xFFFF
+
+long_path:
+    SAVE        rbp, r12, r13, r14, r15
+    sub         rsp, LP_FRAME
+    mov         [rsp + LP_W], rdi
+    mov         [rsp + LP_P], rsi
+    mov         [rsp + LP_N], rdx
+    inc         qword [rbx + TS_LONGS]
+    cmp         rdx, [rbx + TS_LONGCAP]
+    jbe         .have_room
+    mov         rdi, [rbx + TS_LONG]            ; grow the arrays
+    mov         rsi, [rbx + TS_LONGCAP]
+    shl         rsi, 5
+    call        asmbpe_unmap
+    mov         qword [rbx + TS_LONG], 0
+    mov         qword [rbx + TS_LONGCAP], 0
+    mov         rdi, [rsp + LP_N]
+    add         rdi, 65535
+    and         rdi, ~65535
+    mov         r13, rdi
+    shl         rdi, 5
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [rbx + TS_LONG], rax
+    mov         [rbx + TS_LONGCAP], r13
+.have_room:
+    mov         rax, [r12 + J_ENC]
+    LOAD_TABLE  rax
+    mov         r12, [rsp + LP_W]               ; ids (r12 is saved)
+    mov         r13, [rbx + TS_LONG]            ; next[]
+    mov         r14, [rbx + TS_LONGCAP]
+    lea         r14, [r13 + r14 * 4]            ; prev[]
+    mov         r15, [rbx + TS_LONGCAP]
+    lea         r15, [r13 + r15 * 8]            ; heap[]
+    xor         ebp, ebp                        ; heap size
+    mov         rsi, [rsp + LP_P]
+    mov         rdx, [rsp + LP_N]
+    xor         eax, eax
+.init:
+    movzx       ecx, byte [rsi + rax]
+    mov         [r12 + rax * 2], cx
+    lea         ecx, [eax + 1]
+    mov         [r13 + rax * 4], ecx
+    lea         ecx, [eax - 1]
+    mov         [r14 + rax * 4], ecx
+    inc         rax
+    cmp         rax, rdx
+    jb          .init
+    xor         edi, edi                        ; the first pairs
+.init_pairs:
+    lea         eax, [edi + 1]
+    cmp         rax, [rsp + LP_N]
+    jae         .loop
+    movzx       eax, word [r12 + rdi * 2]
+    movzx       edx, word [r12 + rdi * 2 + 2]
+    RANK        eax, eax, edx
+    cmp         eax, NO_RANK
+    je          .init_next
+    shl         rax, 32
+    or          rax, rdi
+    call        heap_push
+.init_next:
+    inc         edi
+    jmp         .init_pairs
+.loop:
+    test        ebp, ebp
+    jz          .finish
+    call        heap_pop                        ; rax = rank << 32 | i
+    mov         edi, eax                        ; i
+    shr         rax, 32
+    mov         esi, eax                        ; rank
+    movzx       eax, word [r12 + rdi * 2]
+    cmp         eax, DEAD
+    je          .loop
+    mov         ecx, [r13 + rdi * 4]            ; j = next[i]
+    cmp         rcx, [rsp + LP_N]
+    jae         .loop
+    movzx       edx, word [r12 + rcx * 2]
+    push        rcx
+    RANK        eax, eax, edx
+    pop         rcx
+    cmp         eax, esi
+    jne         .loop                           ; stale
+    add         esi, 256                        ; merge: id[i] = t
+    mov         [r12 + rdi * 2], si
+    mov         word [r12 + rcx * 2], DEAD
+    mov         edx, [r13 + rcx * 4]            ; k = next[j]
+    mov         [r13 + rdi * 4], edx
+    cmp         rdx, [rsp + LP_N]
+    jae         .no_k
+    mov         [r14 + rdx * 4], edi            ; prev[k] = i
+    push        rdx                             ; (t, id[k]) at i
+    push        rdi
+    movzx       eax, word [r12 + rdx * 2]
+    RANK        eax, esi, eax
+    pop         rdi
+    pop         rdx
+    cmp         eax, NO_RANK
+    je          .no_k
+    shl         rax, 32
+    or          rax, rdi
+    push        rdi
+    push        rsi
+    call        heap_push
+    pop         rsi
+    pop         rdi
+.no_k:
+    mov         edx, [r14 + rdi * 4]            ; h = prev[i]
+    cmp         edx, -1
+    je          .loop
+    movzx       eax, word [r12 + rdx * 2]       ; (id[h], t) at h
+    push        rdx
+    RANK        eax, eax, esi
+    pop         rdx
+    cmp         eax, NO_RANK
+    je          .loop
+    shl         rax, 32
+    or          rax, rdx
+    call        heap_push
+    jmp         .loop
+.finish:                                        ; the live ids, in order
+    xor         eax, eax                        ; read (position)
+    xor         edx, edx                        ; write
+.gather:
+    movzx       ecx, word [r12 + rax * 2]
+    mov         [r12 + rdx * 2], cx
+    inc         edx
+    mov         eax, [r13 + rax * 4]
+    cmp         rax, [rsp + LP_N]
+    jb          .gather
+    lea         rdi, [r12 + rdx * 2]
+    jmp         .ret
+.enomem:
+    mov         r12, [rsp + LP_FRAME + 8 * 3]   ; the saved job (r12)
+    mov         qword [r12 + J_STATUS], ASMBPE_ENOMEM
+    mov         rdi, [rsp + LP_W]
+.ret:
+    add         rsp, LP_FRAME
+    RESTORE
+
+; heap_push: rax = key; r15 = heap, rbp = size (grows by one).  A min-heap.
+; Clobbers rcx, rdx, r11.
+heap_push:
+    mov         ecx, ebp                        ; hole
+    inc         ebp
+.up:
+    test        ecx, ecx
+    jz          .place
+    lea         edx, [ecx - 1]
+    shr         edx, 1                          ; parent
+    mov         r11, [r15 + rdx * 8]
+    cmp         r11, rax
+    jbe         .place
+    mov         [r15 + rcx * 8], r11
+    mov         ecx, edx
+    jmp         .up
+.place:
+    mov         [r15 + rcx * 8], rax
+    ret
+
+; heap_pop: r15 = heap, rbp = size (> 0, shrinks by one).  rax = the least
+; key.  Clobbers rcx, rdx, r8?  No: rcx, rdx, r11 and the stack slot below.
+heap_pop:
+    push        r8
+    push        r9
+    mov         rax, [r15]
+    dec         ebp
+    mov         r8, [r15 + rbp * 8]             ; the last key sinks from the top
+    xor         ecx, ecx                        ; hole
+.down:
+    lea         edx, [ecx * 2 + 1]              ; left child
+    cmp         edx, ebp
+    jae         .place
+    mov         r11, [r15 + rdx * 8]
+    lea         r9d, [edx + 1]
+    cmp         r9d, ebp
+    jae         .one_child
+    cmp         [r15 + r9 * 8], r11
+    jae         .one_child
+    mov         edx, r9d
+    mov         r11, [r15 + rdx * 8]
+.one_child:
+    cmp         r8, r11
+    jbe         .place
+    mov         [r15 + rcx * 8], r11
+    mov         ecx, edx
+    jmp         .down
+.place:
+    mov         [r15 + rcx * 8], r8
+    pop         r9
+    pop         r8
+    ret
