@@ -2,9 +2,15 @@
 
     asmbpe split FILE            chunks of FILE joined by |
     asmbpe train INPUT... -o tokenizer.bin   learn merges (SPEC §4), write tokenizer.bin
+    asmbpe encode INPUT... -t tokenizer.bin -o out.tok [--chat]   encode into a .tok file
+    asmbpe decode FILE.tok -t tokenizer.bin     the text of a .tok file, on stdout
+    asmbpe show -t tokenizer.bin TEXT_OR_FILE   each token on its own colour
+    asmbpe stats FILE.tok|INPUT... -t tokenizer.bin   documents, bytes/token, top tokens
+    asmbpe export -t tokenizer.bin --format tiktoken|hf -o PATH
     asmbpe check                 checkasm: the assembly against the twin
     asmbpe bench pretok          pre-tokenizer speed on the shared corpora
     asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
+    asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
 
 Errors about the input or the environment are one line on stderr,
 `asmbpe: error: ...`, and exit status 1; never a traceback.
@@ -21,6 +27,8 @@ import click
 
 from ._lib import LibraryError
 from .corpora import InputError, available, check_file, corpora_dir
+from .tokenizer import TokenizerFileError
+from .tokfile import TokFileError
 
 CONTEXT = dict(help_option_names=["-h", "--help"])
 
@@ -36,7 +44,7 @@ class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (InputError, LibraryError) as e:
+        except (InputError, LibraryError, TokenizerFileError, TokFileError) as e:
             _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
         except OSError as e:
             name = f"{e.filename}: " if getattr(e, "filename", None) else ""
@@ -283,10 +291,7 @@ def check(seed, pattern, bench):
 
 @asmbpe.group(context_settings=CONTEXT)
 def bench():
-    """Benchmarks (single thread, text in memory, median of several runs)."""
-
-
-# Later sub-commands of `bench` (encode) go here, next to `pretok` and `train`.
+    """Benchmarks (text in memory, median of several runs)."""
 
 
 @bench.command(context_settings=CONTEXT)
@@ -348,8 +353,288 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
         click.echo(f"wrote {len(rows)} rows to {json_path}")
 
 
-# Room for the rest of SPEC §9's commands, each in this file as its own
-# @asmbpe.command: train, encode, decode, show, stats, export (and profile).
+@bench.command("encode", context_settings=CONTEXT)
+@click.option("--corpus", default="english", show_default=True,
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="The shared corpus to encode.")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
+              help="Read about this many MB of whole documents (0 = all).")
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="Vocabulary trained by asmbpe on the same documents (unless --tokenizer).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per implementation and thread count; the median is shown.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="The multi-threaded setting (default: all cores); 1 thread is always run.")
+@click.option("--impl", "impls", multiple=True, metavar="NAME",
+              type=click.Choice(["asmbpe", "tiktoken", "tokenizers", "gigatoken"]),
+              help="Run only these (repeatable; default: every one installed).")
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE", help="Use this tokenizer.bin instead of training one.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
+                 json_path):
+    """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
+    same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
+    asmbpe's)."""
+    from .bench_encode import IMPLS, bench_encode, write_rows
+
+    tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
+    rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
+                        impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo)
+    if json_path:
+        write_rows(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+
+
+# ------------------------------------------------------------------ encode and friends
+
+def _load_tokenizer(path: str):
+    """tokenizer.bin at path (TokenizerFileError, a one-line error, when it is bad)."""
+    from .tokenizer import Tokenizer
+
+    return Tokenizer.load(check_file(path))
+
+
+def _check_threads(threads) -> None:
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be >= 1, got {threads}")
+
+
+class _BytesProgress:
+    """A progress display on stderr for work measured in source bytes: a bar (MB done,
+    MB/s) when the total is known, else a counter line on a terminal; nothing when
+    disabled."""
+
+    def __init__(self, label: str, total: int | None, enabled: bool = True):
+        self.label = label
+        self.enabled = enabled
+        self.err = sys.stderr
+        self.t0 = time.perf_counter()
+        self.done = 0
+        self.bar = None
+        if enabled and total:
+            self.bar = click.progressbar(length=total, label=label, file=self.err,
+                                         show_eta=True, item_show_func=lambda x: x)
+            self.bar.__enter__()
+
+    def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
+        took = time.perf_counter() - self.t0
+        info = f"{done / 1e6:.1f} MB, {done / 1e6 / took if took > 0 else 0.0:.1f} MB/s"
+        if self.bar is not None:
+            self.bar.update(done - self.done, info)
+        elif self.err.isatty():
+            self.err.write(f"\r{self.label}: {info}")
+            self.err.flush()
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+        elif self.enabled and self.done and self.err.isatty():
+            self.err.write("\n")
+            self.done = 0
+
+
+_SEPARATOR = click.option(
+    "--separator", default=None, metavar="LINE",
+    help="Plain text files: documents are separated by lines equal to LINE ('' = a blank "
+         "line); default: one document per file.")
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("-o", "--output", required=True, metavar="FILE",
+              help="The .tok file to write (written under a temporary name, then renamed).")
+@click.option("--chat", is_flag=True,
+              help="The inputs hold conversations (`messages`: role/content, JSONL or "
+                   "Parquet); MASKBIT marks assistant content and its <|end|>.")
+@click.option("--threads", type=int, default=None,
+              help="Encoding threads (default: the library chooses).")
+@_SEPARATOR
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def encode(inputs, tokenizer_path, output, chat, threads, separator, quiet):
+    """Encode INPUT files into a .tok file (SPEC §7): each document as <|bos|> + its
+    text, or with --chat each conversation as <|bos|>, then <|role|> content <|end|>
+    per message.
+
+    INPUT: Parquet (`text`, or `messages` with --chat), JSONL (`text` / `messages`) or,
+    without --chat, plain text; JSONL and text optionally .gz / .zst. Progress goes to
+    stderr, the summary to stdout. On any error nothing is left at the output path.
+    """
+    from .corpora import estimate_bytes
+    from .tokfile import encode_to_tok
+
+    _check_threads(threads)
+    out = _check_output(output)
+    tok = _load_tokenizer(tokenizer_path)
+    files = [check_file(p) for p in inputs]
+    # chat: the files hold JSON around the contents, so their size is no estimate
+    progress = _BytesProgress("encoding", None if chat else estimate_bytes(files),
+                              enabled=not quiet)
+    t0 = time.perf_counter()
+    try:
+        s = encode_to_tok(tok, files, out, chat=chat, threads=threads, separator=separator,
+                          progress=progress)
+    except ValueError as e:
+        progress.close()
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        progress.close()
+    took = time.perf_counter() - t0
+    rate = s.source_bytes / 1e6 / took if took > 0 else 0.0
+    what = "conversations" if chat else "documents"
+    click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
+               f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
+               f"{took:.2f} s, {rate:.1f} MB/s -> {out}")
+
+
+def _write_stdout(pieces) -> None:
+    """Write str pieces to stdout as UTF-8; a closed pipe (`| head`) ends quietly."""
+    stdout = sys.stdout.buffer
+    try:
+        for piece in pieces:
+            stdout.write(piece.encode("utf-8", "surrogateescape"))
+        stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.argument("file", metavar="FILE.tok", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="The tokenizer.bin that wrote FILE.tok (its merges hash must match).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
+def decode(file, tokenizer_path, quiet):
+    """Write the text of FILE.tok to stdout: every token's bytes (specials as their
+    names, e.g. <|bos|>; MASKBIT stripped), decoded as UTF-8 with invalid bytes
+    replaced by U+FFFD. A summary goes to stderr."""
+    from .tokfile import decode_text, read_tok
+
+    tok = _load_tokenizer(tokenizer_path)
+    tf = read_tok(check_file(file), tok)
+    t0 = time.perf_counter()
+    try:
+        _write_stdout(decode_text(tf, tok))
+    except ValueError as e:                     # an id that is not a token
+        _fail(f"{file}: {str(e).splitlines()[0]}")
+    took = time.perf_counter() - t0
+    if not quiet:
+        rate = tf.source_bytes / 1e6 / took if took > 0 else 0.0
+        click.echo(f"decoded {tf.n_tokens:,} tokens, {tf.n_documents:,} documents, "
+                   f"{_mb(tf.source_bytes)} in {took:.2f} s ({rate:.1f} MB/s)", err=True)
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.argument("text_or_file", metavar="TEXT_OR_FILE")
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--color/--no-color", default=None,
+              help="Colours on or off (default: on when stdout is a terminal).")
+@click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Show at most this many tokens (0 = all).")
+def show(text_or_file, tokenizer_path, color, limit):
+    """Show how TEXT_OR_FILE splits into tokens. An existing file is shown whole: a
+    .tok file as its tokens (MASKBIT tokens of chat files bold and underlined), any
+    other file as its raw bytes encoded; anything else is taken as the text itself.
+
+    With colour (a terminal, or --color): the text with each token on its own
+    background colour, specials white on grey. Without (a pipe, or --no-color): one
+    token per line, `ID<TAB>TEXT`, TEXT a Python literal, `*` after the ID for MASKBIT.
+    """
+    from .show import render_color, render_plain, summary
+    from .tokfile import is_tok_file, read_tok
+
+    tok = _load_tokenizer(tokenizer_path)
+    chat = False
+    if os.path.isfile(text_or_file):
+        path = check_file(text_or_file)
+        if is_tok_file(path):
+            tf = read_tok(path, tok)
+            ids, chat = tf.tokens, tf.chat
+        else:
+            ids = tok.encode(path.read_bytes())
+    else:
+        ids = tok.encode(text_or_file)
+    if limit:
+        ids = ids[:limit]
+    table = tok.id_to_bytes()
+    if color is None:
+        color = sys.stdout.isatty()
+    try:
+        if color:
+            _write_stdout([render_color(ids, table, chat), "\n"])
+            click.echo(summary(ids, table, chat), err=True)
+        else:
+            _write_stdout([line + "\n" for line in render_plain(ids, table, chat)])
+    except ValueError as e:                     # an id that is not a token (a bad .tok)
+        _fail(f"{text_or_file}: {e}")
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="FILE.tok|INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="List the N most frequent tokens.")
+@click.option("--chat", is_flag=True, help="INPUT files hold conversations (as encode --chat).")
+@click.option("--threads", type=int, default=None, help="Encoding threads for INPUT files.")
+@_SEPARATOR
+def stats(inputs, tokenizer_path, top, chat, threads, separator):
+    """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
+    .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
+    would). Bytes per token counts text tokens only (specials left out)."""
+    from .show import TokenStats, format_stats
+    from .tokfile import encode_blocks, is_tok_file, read_tok
+
+    _check_threads(threads)
+    tok = _load_tokenizer(tokenizer_path)
+    files = [check_file(p) for p in inputs]
+    st = TokenStats(tok.vocab_size)
+    try:
+        for path in files:
+            if is_tok_file(path):
+                tf = read_tok(path, tok)
+                for block in tf.blocks():
+                    st.add(block, chat=tf.chat)
+                st.documents += tf.n_documents
+                st.source_bytes += tf.source_bytes
+        others = [p for p in files if not is_tok_file(p)]
+        if others:
+            for tokens, docs, nbytes in encode_blocks(tok, others, chat=chat, threads=threads,
+                                                      separator=separator):
+                st.add(tokens, docs, nbytes, chat=chat)
+    except ValueError as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    for line in format_stats(st, tok.id_to_bytes(), top):
+        click.echo(line)
+
+
+@asmbpe.command(context_settings=CONTEXT)
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--format", "fmt", required=True, type=click.Choice(["tiktoken", "hf"]),
+              help="tiktoken: a ranks file for tiktoken (harness.export.load_tiktoken adds "
+                   "the pattern and specials); hf: a Hugging Face tokenizer.json.")
+@click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
+def export(tokenizer_path, fmt, output):
+    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe)."""
+    from . import export as exp
+
+    out = _check_output(output)
+    tok = _load_tokenizer(tokenizer_path)
+    if fmt == "tiktoken":
+        exp.export_tiktoken(tok, out)
+    else:
+        exp.export_hf(tok, out)
+    click.echo(f"wrote {fmt} export of {tok!r} to {out}")
 
 
 def main(argv=None):

@@ -16,8 +16,16 @@ are, valid UTF-8 or not):
   or, with `separator=`, the pieces between separator lines (a line that equals the
   separator apart from its line ending; "" = a blank line); empty pieces are skipped.
 
+Chat input (SPEC §5, §8), `iter_conversations(path)`: conversations in the role/content
+format of SmolTalk, each a list of {"role", "content"} dicts (both strings; the role one
+of CHAT_ROLES unless told otherwise):
+
+- `.jsonl` / `.ndjson`, optionally `.gz` / `.zst`: the `messages` field of each line;
+- `.parquet`: a `messages` column (a list of structs with `role` and `content`).
+
 On top of it: `iter_batches(paths, batch_bytes)` groups the documents of several files
 into lists of about `batch_bytes` bytes (what `harness.train` counts per library call),
+`iter_conversation_batches` does the same for conversations,
 `read_documents(path)` returns them all as a list, and `estimate_bytes(paths)` guesses
 the text bytes ahead of reading (for progress bars).
 
@@ -34,6 +42,8 @@ import os
 import struct
 from pathlib import Path
 
+from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
+
 try:                                    # a click-friendly error when click is there
     from click import ClickException as _Base
 except ImportError:                     # pragma: no cover - click is a dependency
@@ -45,7 +55,8 @@ ENV = "ASMBPE_CORPORA"
 
 __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
-           "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS"]
+           "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
+           "iter_conversations", "iter_conversation_batches", "conversation_bytes"]
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
@@ -174,9 +185,9 @@ def _lines(p: Path, compression: str | None):
             yield lineno, line
 
 
-def _iter_parquet(p: Path, batch_rows: int):
+def _open_parquet(p: Path, column: str):
+    """(ParquetFile, the column's Arrow type); InputError when unreadable or without it."""
     try:
-        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(f"{p}: reading Parquet needs pyarrow (pip install pyarrow)") from None
@@ -187,17 +198,15 @@ def _iter_parquet(p: Path, batch_rows: int):
         schema = pf.schema_arrow
     except Exception as e:              # pyarrow raises its own error types
         raise InputError(f"{p}: cannot read as Parquet: {_first_line(e)}") from None
-    if "text" not in schema.names:
-        raise InputError(f"{p}: no 'text' column (columns: {', '.join(schema.names)})")
-    kind = schema.field("text").type
-    if pa.types.is_string(kind) or pa.types.is_binary(kind):
-        as_bytes = pa.binary()
-    elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
-        as_bytes = pa.large_binary()
-    else:
-        raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
+    if column not in schema.names:
+        raise InputError(f"{p}: no '{column}' column (columns: {', '.join(schema.names)})")
+    return pf, schema.field(column).type
+
+
+def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
+    """(number of the batch's first row, the column's Arrow array) per batch of rows."""
     row = 0
-    batches = pf.iter_batches(columns=["text"], batch_size=batch_rows)
+    batches = pf.iter_batches(columns=[column], batch_size=batch_rows)
     while True:
         try:
             batch = next(batches)
@@ -205,9 +214,23 @@ def _iter_parquet(p: Path, batch_rows: int):
             return
         except Exception as e:
             raise InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}") from None
+        yield row, batch.column(0)
+        row += batch.num_rows
+
+
+def _iter_parquet(p: Path, batch_rows: int):
+    import pyarrow as pa
+
+    pf, kind = _open_parquet(p, "text")
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        as_bytes = pa.binary()
+    elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        as_bytes = pa.large_binary()
+    else:
+        raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
+    for _, column in _parquet_batches(p, pf, "text", batch_rows):
         # string -> binary is a zero-copy cast; to_pylist then gives bytes directly
-        for doc in batch.column(0).cast(as_bytes).to_pylist():
-            row += 1
+        for doc in column.cast(as_bytes).to_pylist():
             if doc is not None:
                 yield doc
 
@@ -270,6 +293,80 @@ def iter_documents(path, *, separator=None, batch_rows: int = PARQUET_BATCH_ROWS
     return _iter_text(p, compression, separator)
 
 
+# ------------------------------------------------------------------------- chat input
+
+def _messages(where: str, value, roles) -> list[dict]:
+    """The `messages` value of one line or row, checked: a list of {"role", "content"}
+    dicts with string values (and roles in `roles` unless it is None)."""
+    if not isinstance(value, list):
+        raise InputError(f"{where}: no 'messages' list")
+    out = []
+    for k, m in enumerate(value):
+        if not isinstance(m, dict):
+            raise InputError(f"{where}: message {k} is not an object with role and content")
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(role, str):
+            raise InputError(f"{where}: message {k} has no string 'role'")
+        if not isinstance(content, str):
+            raise InputError(f"{where}: message {k} has no string 'content'")
+        if roles is not None and role not in roles:
+            raise InputError(f"{where}: message {k} has unknown role {role!r} "
+                             f"(expected one of {', '.join(roles)})")
+        out.append({"role": role, "content": content})
+    return out
+
+
+def _iter_jsonl_conversations(p: Path, compression: str | None, roles):
+    for lineno, line in _lines(p, compression):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:         # JSONDecodeError, UnicodeDecodeError
+            raise InputError(f"{p}:{lineno}: not valid JSON: {_first_line(e)}") from None
+        value = obj.get("messages") if isinstance(obj, dict) else None
+        yield _messages(f"{p}:{lineno}", value, roles)
+
+
+def _iter_parquet_conversations(p: Path, batch_rows: int, roles):
+    import pyarrow as pa
+
+    pf, kind = _open_parquet(p, "messages")
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or \
+            not pa.types.is_struct(kind.value_type):
+        raise InputError(f"{p}: column 'messages' holds {kind}, expected a list of "
+                         "structs with role and content")
+    for first, column in _parquet_batches(p, pf, "messages", batch_rows):
+        for k, value in enumerate(column.to_pylist()):
+            if value is not None:
+                yield _messages(f"{p}: row {first + k}", value, roles)
+
+
+def iter_conversations(path, *, roles=CHAT_ROLES, batch_rows: int = PARQUET_BATCH_ROWS):
+    """The conversations of one JSONL (`messages` field) or Parquet (`messages` column)
+    file, read as a stream: each a list of {"role": str, "content": str}. A line or row
+    that is not JSON, has no `messages` list, or holds a message without a string role
+    and content, or with a role not in `roles` (None: any), raises InputError naming the
+    file and the line (`FILE:LINE: ...`) or row (`FILE: row N: ...`). Blank lines and
+    null rows are skipped."""
+    p = check_file(path)
+    fmt, compression = file_format(p)
+    if fmt == "parquet":
+        if compression:
+            raise InputError(f"{p}: a compressed Parquet file is not supported "
+                             "(Parquet compresses its columns itself)")
+        return _iter_parquet_conversations(p, batch_rows, roles)
+    if fmt == "jsonl":
+        return _iter_jsonl_conversations(p, compression, roles)
+    raise InputError(f"{p}: chat input must be JSONL (.jsonl, .ndjson) or Parquet with "
+                     "'messages'")
+
+
+def conversation_bytes(messages) -> int:
+    """The UTF-8 bytes of a conversation's contents (its size as source text)."""
+    return sum(len(m["content"].encode("utf-8", "surrogatepass")) for m in messages)
+
+
 def _as_paths(paths) -> list:
     if isinstance(paths, (str, bytes, os.PathLike)):
         return [paths]
@@ -283,32 +380,48 @@ def iter_batches(paths, batch_bytes: int = BATCH_BYTES, *, separator=None,
     reaches batch_bytes; a longer document is a batch of its own). Every file is
     checked before the first batch; a file without any document raises InputError.
     With `limit_bytes`, whole documents are read until their total reaches it."""
+    files = _checked(paths)
+    return _batches(files, max(1, int(batch_bytes)),
+                    lambda p: iter_documents(p, separator=separator), len, "documents",
+                    int(limit_bytes) if limit_bytes else None)
+
+
+def iter_conversation_batches(paths, batch_bytes: int = BATCH_BYTES, *, roles=CHAT_ROLES,
+                              limit_bytes: int | None = None):
+    """iter_batches for chat input: lists of conversations (see iter_conversations)
+    whose contents add up to about `batch_bytes` UTF-8 bytes."""
+    files = _checked(paths)
+    return _batches(files, max(1, int(batch_bytes)),
+                    lambda p: iter_conversations(p, roles=roles), conversation_bytes,
+                    "conversations", int(limit_bytes) if limit_bytes else None)
+
+
+def _checked(paths) -> list[Path]:
     files = [check_file(p) for p in _as_paths(paths)]
     if not files:
         raise InputError("no input files")
-    batch_bytes = max(1, int(batch_bytes))
-    limit = int(limit_bytes) if limit_bytes else None
-    return _batches(files, batch_bytes, separator, limit)
+    return files
 
 
-def _batches(files, batch_bytes, separator, limit):
-    batch: list[bytes] = []
+def _batches(files, batch_bytes, read, size_of, noun, limit):
+    batch: list = []
     size = total = 0
     for p in files:
-        docs = 0
-        for doc in iter_documents(p, separator=separator):
-            docs += 1
-            batch.append(doc)
-            size += len(doc)
-            total += len(doc)
+        items = 0
+        for item in read(p):
+            items += 1
+            n = size_of(item)
+            batch.append(item)
+            size += n
+            total += n
             if limit is not None and total >= limit:
                 yield batch
                 return
             if size >= batch_bytes:
                 yield batch
                 batch, size = [], 0
-        if not docs:
-            raise InputError(f"{p}: is empty (no documents)")
+        if not items:
+            raise InputError(f"{p}: is empty (no {noun})")
     if batch:
         yield batch
 

@@ -1,0 +1,330 @@
+"""`asmbpe bench encode`: encoding speed against the encoders a user could pick instead.
+
+In one run, on the same documents (by default the first 100 MB of whole documents of
+english.parquet) and the same vocabulary — trained by asmbpe on those documents at
+--vocab-size (untimed), or the --tokenizer given — and exported with harness.export:
+
+- asmbpe:     Tokenizer.encode_many(documents as bytes, threads=N) — no <|bos|>; its
+              native output, one flat uint16 array plus per-document counts;
+- tiktoken:   the export loaded with harness.export.load_tiktoken,
+              Encoding.encode_ordinary_batch(documents as str, num_threads=N)
+              (list of lists of ids);
+- tokenizers: Hugging Face tokenizers, the exported tokenizer.json loaded with
+              harness.export.load_hf (which turns on encode_special_tokens, so that
+              special-token text is ordinary text, as in asmbpe),
+              encode_batch_fast(documents as str, add_special_tokens=False) — the batch
+              call without offsets, the fastest it offers (list of Encoding objects);
+              its rayon pool gets N threads through RAYON_NUM_THREADS;
+- gigatoken:  gigatoken.Tokenizer.from_tiktoken(the tiktoken export,
+              pretokenizer="gpt4"), encode_batch(documents as bytes, parallel=N > 1),
+              timed on its native awkward-array output; rayon gets N threads through
+              RAYON_NUM_THREADS. It cannot take asmbpe's pre-tokenizer pattern, so it
+              splits with GPT-4's: its ids are expected to differ from asmbpe's (row
+              "gigatoken (gpt4 pattern)"; the speed is still that of the same merges on
+              the same text).
+
+Each implementation runs at 1 thread and at N threads (--threads, default all cores),
+each (implementation, threads) pair in a fresh subprocess (`python -m
+harness.bench_encode --worker ...`) so that memory, caches and thread pools do not
+mix. The worker loads the documents (in the form its encoder takes) and the tokenizer
+untimed, then times `runs` calls of the batch encode over all documents
+(time.perf_counter around the call only, garbage collection off) and reports the
+median; the first call is cold (empty caches), so with --runs >= 3 the median is a
+warm call. MB/s = source bytes / 1e6 / median seconds.
+
+Correctness: after timing, the worker turns the last call's output into one flat
+uint32 array of ids plus per-document counts (untimed) and reports their SHA-256 and a
+CRC-32 per document; `ids_equal` is whether the digest equals asmbpe's at 1 thread
+(asmbpe's own N-thread row included), and `docs_differ` counts the documents whose
+ids differ.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SEP = b"\xff"                               # never in UTF-8 text
+
+IMPLS = ("asmbpe", "tiktoken", "tokenizers", "gigatoken")
+LABELS = {"gigatoken": "gigatoken (gpt4 pattern)"}
+MODULES = {"asmbpe": None, "tiktoken": "tiktoken", "tokenizers": "tokenizers",
+           "gigatoken": "gigatoken"}
+EXPECTED_TO_DIFFER = {"gigatoken"}
+ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "runs", "median_s", "mb_per_s",
+            "tokens", "ids_equal", "docs_differ", "vs_asmbpe")
+
+# the files the parent writes into the worker's directory
+BLOB, TOKENIZER_BIN, TIKTOKEN_FILE, HF_FILE = ("docs.bin", "tokenizer.bin", "asmbpe.tiktoken",
+                                               "tokenizer.json")
+
+__all__ = ["bench_encode", "IMPLS", "LABELS", "ROW_KEYS", "installed", "write_rows"]
+
+
+def installed(impl: str) -> bool:
+    mod = MODULES[impl]
+    return mod is None or importlib.util.find_spec(mod) is not None
+
+
+# --------------------------------------------------------------------------- worker
+
+def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int):
+    """(encode(): the timed call, to_ids(result) -> (flat uint32 ids, counts))."""
+    from .tokenizer import Tokenizer
+
+    if impl == "asmbpe":
+        tok = Tokenizer.load(workdir / TOKENIZER_BIN)
+        return (lambda: tok.encode_many(docs, threads),
+                lambda r: (r[0].astype(np.uint32), r[1].astype(np.int64)))
+    if impl == "gigatoken":
+        import awkward as ak
+        import gigatoken
+
+        g = gigatoken.Tokenizer.from_tiktoken(workdir / TIKTOKEN_FILE, pretokenizer="gpt4")
+        return (lambda: g.encode_batch(docs, parallel=threads > 1),
+                lambda r: (np.asarray(ak.flatten(r), dtype=np.uint32),
+                           np.asarray(ak.num(r), dtype=np.int64)))
+    texts = [d.decode("utf-8") for d in docs]
+    if impl == "tiktoken":
+        from .export import load_tiktoken
+
+        enc = load_tiktoken(workdir / TIKTOKEN_FILE, Tokenizer.load(workdir / TOKENIZER_BIN))
+        return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists)
+    if impl == "tokenizers":
+        from .export import load_hf
+
+        hf = load_hf(workdir / HF_FILE)
+        return (lambda: hf.encode_batch_fast(texts, add_special_tokens=False),
+                lambda r: _from_lists([e.ids for e in r]))
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def _from_lists(lists) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter((i for x in lists for i in x), dtype=np.uint32, count=int(counts.sum()))
+    return flat, counts
+
+
+def _digests(flat: np.ndarray, counts: np.ndarray) -> tuple[str, list[int]]:
+    """SHA-256 of (counts, ids), and the CRC-32 of each document's ids."""
+    flat = np.ascontiguousarray(flat, dtype="<u4")
+    counts = np.ascontiguousarray(counts, dtype="<u8")
+    digest = hashlib.sha256(counts.tobytes() + flat.tobytes()).hexdigest()
+    view = memoryview(flat.view(np.uint8))
+    crcs, pos = [], 0
+    for n in counts.tolist():
+        crcs.append(zlib.crc32(view[4 * pos:4 * (pos + n)]))
+        pos += n
+    return digest, crcs
+
+
+def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str) -> None:
+    workdir = Path(workdir)
+    docs = (workdir / BLOB).read_bytes().split(SEP)
+    encode, to_ids = _encoder(impl, workdir, docs, threads)
+    times = []
+    result = None
+    for _ in range(runs):
+        result = None                           # free the last output before the next
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter()
+        result = encode()
+        times.append(time.perf_counter() - t0)
+        gc.enable()
+    flat, counts = to_ids(result)
+    digest, crcs = _digests(flat, counts)
+    Path(out_path).write_text(json.dumps(dict(times=times, tokens=int(flat.size),
+                                              digest=digest, doc_crcs=crcs)))
+
+
+# ----------------------------------------------------------------------------- parent
+
+def _run_worker(impl: str, workdir: Path, threads: int, runs: int,
+                timeout: float | None) -> dict:
+    out = workdir / f"{impl}-{threads}.json"
+    out.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
+    env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
+    cmd = [sys.executable, "-m", "harness.bench_encode", "--worker", impl, "--dir",
+           str(workdir), "--threads", str(threads), "--runs", str(runs), "--out", str(out)]
+    try:
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {timeout:.0f} s")
+    if p.returncode != 0 or not out.is_file():
+        tail = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
+        return dict(error=f"exit status {p.returncode}: {tail[-1] if tail else 'no output'}")
+    return json.loads(out.read_text())
+
+
+def _prepare(workdir: Path, docs: list[bytes], tokenizer, impls) -> dict[str, str]:
+    """Write the documents, tokenizer.bin and the exports the workers need; returns
+    {impl: error} for the implementations whose export failed."""
+    from . import export
+
+    (workdir / BLOB).write_bytes(SEP.join(docs))
+    tokenizer.save(workdir / TOKENIZER_BIN)
+    failed = {}
+    if {"tiktoken", "gigatoken"} & set(impls):
+        try:
+            export.export_tiktoken(tokenizer, workdir / TIKTOKEN_FILE)
+        except Exception as e:              # reported in the table, the rest still runs
+            failed.update({i: f"tiktoken export failed: {e}" for i in ("tiktoken", "gigatoken")})
+    if "tokenizers" in impls:
+        try:
+            export.export_hf(tokenizer, workdir / HF_FILE)
+        except Exception as e:
+            failed["tokenizers"] = f"tokenizer.json export failed: {e}"
+    return failed
+
+
+def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
+                 impls=IMPLS, tokenizer=None, out=print, timeout: float | None = None
+                 ) -> list[dict]:
+    """Time every installed implementation at 1 and `threads` threads on the same
+    documents and vocabulary; print a table and return the rows (ROW_KEYS, plus
+    label / error details)."""
+    from .bench import cpu_model
+    from .corpora import InputError, corpus_path, read_documents
+    from .tokenizer import MAX_VOCAB
+    from .train import MIN_VOCAB
+
+    if tokenizer is None and not MIN_VOCAB < vocab_size <= MAX_VOCAB:
+        raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
+                         f"got {vocab_size}")
+    if threads < 1:
+        raise InputError(f"--threads must be >= 1, got {threads}")
+    path = corpus_path(corpus)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
+                         "the repository or set ASMBPE_CORPORA)")
+    from ._lib import lib
+
+    lib()                                           # a missing library fails first
+    docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+    nbytes = sum(len(d) for d in docs)
+    impls = [i for i in IMPLS if i in impls]
+    skipped = [i for i in impls if not installed(i)]
+    impls = [i for i in impls if i not in skipped]
+    if tokenizer is None:
+        import harness
+
+        t0 = time.perf_counter()
+        tokenizer = harness.train(docs, vocab_size).tokenizer
+        out(f"trained the vocabulary with asmbpe in {time.perf_counter() - t0:.1f} s "
+            f"(untimed): {tokenizer!r}")
+    thread_counts = sorted({1, threads})
+
+    out(f"encode: {corpus}, {nbytes / 1e6:.1f} MB, {len(docs)} documents, vocab "
+        f"{tokenizer.vocab_size}, threads {' and '.join(map(str, thread_counts))}, median "
+        f"of {runs} run(s) in one fresh process per implementation and thread count; "
+        f"CPU: {cpu_model()} ({os.cpu_count()} logical)")
+    for i in skipped:
+        out(f"  {LABELS.get(i, i)}: not installed (pip install {MODULES[i]}), skipped")
+
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="asmbpe-bench-") as tmpdir:
+        workdir = Path(tmpdir)
+        failed = _prepare(workdir, docs, tokenizer, impls)
+        del docs
+        reference = None
+        for impl in impls:
+            for t in thread_counts:
+                res = dict(error=failed[impl]) if impl in failed else \
+                    _run_worker(impl, workdir, t, runs, timeout)
+                row = dict(impl=LABELS.get(impl, impl), task="encode", corpus=corpus,
+                           bytes=nbytes, threads=t, runs=runs, median_s=None, mb_per_s=None,
+                           tokens=None, ids_equal=None, docs_differ=None, vs_asmbpe=None)
+                if "error" in res:
+                    out(f"  {row['impl']} at {t} thread(s): failed: {res['error']}")
+                    row["error"] = res["error"]
+                    rows.append(row)
+                    continue
+                if impl == "asmbpe" and reference is None:
+                    reference = res
+                median = statistics.median(res["times"])
+                row.update(median_s=median,
+                           mb_per_s=nbytes / 1e6 / median if median > 0 else None,
+                           tokens=res["tokens"])
+                if reference is not None:
+                    row["ids_equal"] = res["digest"] == reference["digest"]
+                    row["docs_differ"] = sum(a != b for a, b in zip(res["doc_crcs"],
+                                                                    reference["doc_crcs"]))
+                if impl in EXPECTED_TO_DIFFER:
+                    row["note"] = ("it splits text with GPT-4's pattern, not asmbpe's "
+                                       "pre-tokenizer: its ids are expected to differ")
+                rows.append(row)
+    _ratios(rows)
+    _table(rows, out)
+    return rows
+
+
+def _ratios(rows: list[dict]) -> None:
+    """vs_asmbpe: MB/s over asmbpe's MB/s at the same thread count."""
+    base = {r["threads"]: r["mb_per_s"] for r in rows if r["impl"] == "asmbpe"}
+    for r in rows:
+        b = base.get(r["threads"])
+        if r["mb_per_s"] and b:
+            r["vs_asmbpe"] = r["mb_per_s"] / b
+
+
+def _table(rows: list[dict], out) -> None:
+    head = (f"  {'impl':<26} {'threads':>7} {'median s':>9} {'MB/s':>8} {'tokens':>11} "
+            f"{'= asmbpe':>13} {'speed/asm':>9}")
+    out(head)
+    out("  " + "-" * (len(head) - 2))
+    for r in rows:
+        if r["median_s"] is None:
+            out(f"  {r['impl']:<26} {r['threads']:>7} {'failed':>9}")
+            continue
+        eq = {True: "yes", False: "no", None: "-"}[r["ids_equal"]]
+        if r["ids_equal"] is False:
+            eq = f"no ({r['docs_differ']} doc)" if r["docs_differ"] == 1 else \
+                f"no ({r['docs_differ']} docs)"
+        ratio = "-" if r["vs_asmbpe"] is None else f"{r['vs_asmbpe']:.2f}x"
+        out(f"  {r['impl']:<26} {r['threads']:>7} {r['median_s']:>9.3f} "
+            f"{r['mb_per_s']:>8.1f} {r['tokens']:>11,} {eq:>13} {ratio:>9}")
+    notes = sorted({r["note"] for r in rows if r.get("note")})
+    for r in rows:
+        if r.get("note") in notes:
+            out(f"  note: {r['impl']}: {r['note']}")
+            notes.remove(r["note"])
+
+
+def write_rows(rows: list[dict], path) -> None:
+    """The rows as JSON (ROW_KEYS only), through PATH.tmp and a rename."""
+    from .bench import write_json
+
+    write_json([{k: r[k] for k in ROW_KEYS} for r in rows], path)
+
+
+def _main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="bench encode worker (internal)")
+    ap.add_argument("--worker", required=True, choices=IMPLS)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--runs", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    worker(a.worker, a.dir, a.threads, a.runs, a.out)
+
+
+if __name__ == "__main__":
+    _main()
