@@ -15,7 +15,7 @@
 ;                       linked list of the chunk's tokens, O(n log n) — a
 ;                       1 MB run with no boundary stays fast
 ;
-; Threads claim blocks of DOC_BLOCK documents.  Document d's tokens are first
+; Threads claim blocks of DOC_BLOCK documents (smaller ones at the end).  Document d's tokens are first
 ; written at out[start(d) + d] (its own room: its bytes plus <|bos|>, so the
 ; threads never share a range), then moved down into document order.
 ; Layout and constants: encode.inc.
@@ -250,6 +250,7 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         [rsp + J_COUNTS], rax
     mov         qword [rsp + J_NEXT], 0
     mov         qword [rsp + J_STATUS], 0
+    mov         [rsp + J_NTH], threadsq
     mov         r15, threadsq
     mov         r13, eq
     xor         r12d, r12d                      ; each thread's state
@@ -303,12 +304,13 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     lea         rsi, [r11 + rdx]
     lea         rsi, [r8 + rsi * 2]
     mov         rcx, [r10 + rdx * 8]
+    add         rcx, rcx                        ; bytes
     cmp         rsi, rdi
     je          .in_place
-    rep movsw
+    rep movsb                                   ; (fast strings: ERMSB)
     jmp         .next_doc
 .in_place:
-    lea         rdi, [rdi + rcx * 2]
+    add         rdi, rcx
 .next_doc:
     mov         r11, [r9 + rdx * 8]
     inc         rdx
@@ -356,14 +358,25 @@ enc_worker:
     mov         rax, [rbx + TS_CACHE]
 .no_cache:
     mov         [rsp + W_CACHE], rax
-.claim:
-    mov         eax, 1
-    lock xadd   [r12 + J_NEXT], rax
-    imul        rax, rax, DOC_BLOCK
+.claim:                                         ; k = (left / threads) / 4,
+    mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
+    sub         rax, [r12 + J_NEXT]             ; only a size hint)
+    jbe         .done
+    xor         edx, edx
+    div         qword [r12 + J_NTH]
+    shr         rax, 2
+    mov         ecx, DOC_BLOCK
+    cmp         rax, rcx
+    cmova       rax, rcx
+    mov         ecx, 1
+    cmp         rax, rcx
+    cmovb       rax, rcx
+    mov         rcx, rax
+    lock xadd   [r12 + J_NEXT], rax             ; the first document claimed
     cmp         rax, [r12 + J_NDOCS]
     jae         .done
     mov         [rsp + W_DOC], rax
-    add         rax, DOC_BLOCK
+    add         rax, rcx
     cmp         rax, [r12 + J_NDOCS]
     cmova       rax, [r12 + J_NDOCS]
     mov         [rsp + W_DOCEND], rax

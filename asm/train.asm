@@ -1140,8 +1140,8 @@ coordinate:
     add         [rdx + ST_CYC_HEAP * 8], rax
     cmp         qword [r12 + X_DONE], 0
     jne         .ret
-    mov         rax, [r12 + X_DEAD]             ; compact when an eighth of W
-    shl         rax, 3                          ; is of no use any more
+    mov         rax, [r12 + X_DEAD]             ; compact when a quarter of W
+    shl         rax, 2                          ; is of no use any more
     cmp         rax, [r12 + X_WLEN]
     jbe         .ret
     RDTSC64

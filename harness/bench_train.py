@@ -15,8 +15,9 @@ english.parquet), at the same vocabulary size and thread count:
              0xFF never occurs in UTF-8, so the separator cannot split a document.
 
 Every run of every implementation is a fresh subprocess (`python -m harness.bench_train
---worker ...`), so memory peaks do not mix. The worker loads the documents in the form
-its trainer takes (untimed), then measures around the training call only:
+--worker ...`), so memory peaks do not mix. The worker imports the implementation (and
+asmbpe's library) and loads the documents in the form its trainer takes (untimed), then
+measures around the training call only:
 
 - wall seconds (time.perf_counter); the table shows the median over --runs;
 - CPU seconds (getrusage(RUSAGE_SELF) user + system, all threads of the process);
@@ -164,7 +165,18 @@ def _train(impl: str, data, vocab_size: int, threads: int) -> list[bytes]:
     raise ValueError(f"unknown implementation {impl!r}")
 
 
+def _import(impl: str) -> None:
+    """Import the implementation's modules (and load asmbpe's library) before the clock
+    starts: the timed run is the training alone, for every implementation."""
+    if impl == "asmbpe":
+        from ._lib import lib
+        lib()
+    else:
+        importlib.import_module(impl)
+
+
 def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: str) -> None:
+    _import(impl)
     data = _load(impl, blob_path)
     gc.collect()
     reset_ok = _reset_peak()

@@ -39,7 +39,9 @@ import gzip
 import io
 import json
 import os
+import queue
 import struct
+import threading
 from pathlib import Path
 
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
@@ -56,7 +58,7 @@ ENV = "ASMBPE_CORPORA"
 __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
            "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
-           "iter_conversations", "iter_conversation_batches", "conversation_bytes"]
+           "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch"]
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
@@ -485,3 +487,45 @@ def estimate_bytes(paths) -> int | None:
             return None
         total += n
     return total
+
+
+def prefetch(batches):
+    """Yield the items of `batches`, produced one ahead on a reader thread, so that
+    reading the next batch (Python, pyarrow, decompression) overlaps the work on this one
+    (counting, encoding: the library calls release the GIL). Exceptions of the reader come out here."""
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader():
+        try:
+            for item in batches:
+                if not put(("item", item)):
+                    return
+            put(("end", done))
+        except BaseException as e:          # handed over to the consumer
+            put(("error", e))
+
+    t = threading.Thread(target=reader, name="asmbpe-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "item":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        t.join()

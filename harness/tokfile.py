@@ -287,19 +287,18 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
     (`messages`), each rendered by `Tokenizer.render_chat` (MASKBIT on what the model
     should learn). The next block is read on a thread while this one is encoded.
     InputError for bad input, naming the file and line or row."""
-    from .corpora import conversation_bytes, iter_batches, iter_conversation_batches
-    from .train import _prefetch
+    from .corpora import conversation_bytes, iter_batches, iter_conversation_batches, prefetch
 
     if chat:
         if tokenizer.vocab_size > CHAT_MAX_VOCAB:
             raise ValueError(f"chat encoding needs vocab_size <= {CHAT_MAX_VOCAB} (MASKBIT "
                              f"0x8000 marks the tokens to learn); the tokenizer has "
                              f"{tokenizer.vocab_size}")
-        for convs in _prefetch(iter_conversation_batches(inputs, batch_bytes)):
+        for convs in prefetch(iter_conversation_batches(inputs, batch_bytes)):
             tokens = np.concatenate([tokenizer.render_chat(c) for c in convs])
             yield tokens, len(convs), sum(map(conversation_bytes, convs))
     else:
-        for docs in _prefetch(iter_batches(inputs, batch_bytes, separator=separator)):
+        for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator)):
             tokens, _ = tokenizer.encode_many(docs, threads, bos=True)
             yield tokens, len(docs), sum(map(len, docs))
 

@@ -31,9 +31,7 @@ Timings (`TrainResult.stats["seconds"]`):
 from __future__ import annotations
 
 import os
-import queue
 import resource
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -42,7 +40,7 @@ import numpy as np
 
 from ._lib import ffi, lib
 from .buffers import Packer
-from .corpora import estimate_bytes, iter_batches
+from .corpora import estimate_bytes, iter_batches, prefetch
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
 
 __all__ = ["train", "TrainResult", "TrainError", "MAX_THREADS", "MIN_VOCAB"]
@@ -145,48 +143,6 @@ def _classify(inputs) -> tuple[str, list]:
     return "docs", [_as_doc(x, k) for k, x in enumerate(items)]
 
 
-def _prefetch(batches):
-    """Yield the items of `batches`, produced one ahead on a reader thread, so that
-    reading the next batch (Python, pyarrow, decompression) overlaps counting this one
-    (the library call releases the GIL). Exceptions of the reader come out here."""
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def reader():
-        try:
-            for item in batches:
-                if not put(("item", item)):
-                    return
-            put(("end", done))
-        except BaseException as e:          # handed over to the consumer
-            put(("error", e))
-
-    t = threading.Thread(target=reader, name="asmbpe-reader", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "item":
-                yield item
-            elif kind == "error":
-                raise item
-            else:
-                return
-    finally:
-        stop.set()
-        t.join()
-
-
 def _doc_batches(docs: list[bytes], batch_bytes: int):
     batch, size = [], 0
     for d in docs:
@@ -247,7 +203,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     kind, items = _classify(inputs)
     if kind == "files":
         total_est = estimate_bytes(items)
-        batches = _prefetch(iter_batches(items, batch_bytes, separator=separator))
+        batches = prefetch(iter_batches(items, batch_bytes, separator=separator))
     else:
         total_est = sum(len(d) for d in items)
         batches = _doc_batches(items, batch_bytes)
