@@ -74,6 +74,14 @@ int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
 int64_t asmbpe_wordtab_export(const asmbpe_wordtab *t, uint8_t *bytes,
                               uint64_t *ends, uint64_t *counts);
 
+/* count.asm: add n words with their counts to t, word i being
+ * bytes[ends[i-1], ends[i]) (the first from 0), as asmbpe_wordtab_export
+ * writes them; bytes has ASMBPE_PAD padding.  For merging tables counted
+ * elsewhere.  Returns the unique words in t, or a negative status. */
+int64_t asmbpe_wordtab_add(asmbpe_wordtab *t, const uint8_t *bytes,
+                           const uint64_t *ends, const uint64_t *counts,
+                           uint64_t n);
+
 /* train.asm: learn up to n_merges merges (SPEC §4) from the words of t.
  * merges[i] = left | right << 16 makes token 256 + i; counts[i] its count.
  * Stops early when no pair has min_count (0 counts as 1).  flags: ASMBPE_NAIVE

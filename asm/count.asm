@@ -628,3 +628,50 @@ FUNC asmbpe_wordtab_export, 4, 12, 0, t, bytes, ends, counts
 .ret:
     RET
 ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_wordtab_add(asmbpe_wordtab *t, const uint8_t *bytes,
+;                            const uint64_t *ends, const uint64_t *counts,
+;                            uint64_t n)
+; Adds n words with their counts to t: word i is bytes[ends[i-1], ends[i])
+; (the first from 0), as asmbpe_wordtab_export writes them; bytes has SPEC
+; §2 padding.  Merges tables counted elsewhere (other processes, machines).
+; Returns the unique words in t, or ASMBPE_ENOMEM.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_wordtab_add, 5, 15, 0, t, bytes, ends, counts, n
+    sub         rsp, 8                          ; 6 pushes + 8: aligned calls
+    mov         rbx, tq
+    mov         r12, bytesq
+    mov         r13, endsq
+    mov         r14, countsq
+    mov         r15, nq
+    xor         ebp, ebp                        ; i
+.word:
+    cmp         rbp, r15
+    jae         .done
+    xor         eax, eax
+    test        rbp, rbp
+    jz          .start
+    mov         rax, [r13 + rbp * 8 - 8]
+.start:
+    mov         rdx, [r13 + rbp * 8]
+    sub         rdx, rax                        ; len
+    lea         rsi, [r12 + rax]                ; key
+    HASH_BYTES  rsi, rdx, r8, r9, r10
+    mov         rdi, rbx
+    mov         rcx, r8
+    mov         r8, [r14 + rbp * 8]
+    call        asmbpe_tab_insert
+    test        eax, eax
+    jnz         .fail
+    inc         rbp
+    jmp         .word
+.done:
+    mov         rax, [rbx + T_USED]
+    jmp         .ret
+.fail:
+    movsxd      rax, eax
+.ret:
+    add         rsp, 8
+    RET
+ENDFUNC

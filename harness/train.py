@@ -39,11 +39,12 @@ from typing import Callable
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import Packer
+from .buffers import Packer, Padded
 from .corpora import estimate_bytes, iter_batches, prefetch
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
 
-__all__ = ["train", "TrainResult", "TrainError", "MAX_THREADS", "MIN_VOCAB"]
+__all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
+           "MIN_VOCAB"]
 
 BATCH_BYTES = 16 << 20                   # text per asmbpe_count_words call (measured best)
 MIN_VOCAB = N_BYTES + N_SPECIAL          # 272: no merges at all
@@ -197,7 +198,6 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
     min_count = _check_int("min_count", min_count, 0)
     batch_bytes = _check_int("batch_bytes", batch_bytes, 1)
-    n_merges = vocab_size - MIN_VOCAB
     report = progress or (lambda phase, done, total: None)
 
     kind, items = _classify(inputs)
@@ -212,9 +212,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     L.asmbpe_mapped_peak(1)
     seconds = dict(read=0.0, count=0.0)
     bytes_in = documents = 0
-    tab = L.asmbpe_wordtab_new()
-    if tab == ffi.NULL:
-        raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
+    table = WordTable()
     try:
         report("count", 0, total_est)
         packer = Packer()
@@ -224,51 +222,160 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
             del docs
             t1 = time.perf_counter()
             seconds["read"] += t1 - t0
-            got = L.asmbpe_count_words(tab, ptr, ffi.from_buffer("uint64_t[]", ends),
-                                       len(ends), threads, max_word_bytes)
+            table._count_packed(ptr, ends, threads, max_word_bytes)
             t0 = time.perf_counter()
             seconds["count"] += t0 - t1
-            if got < 0:
-                raise TrainError(f"counting words failed: {_status(got)}", int(got))
             bytes_in += size
             documents += len(ends)
             report("count", bytes_in, total_est)
         del packer
         seconds["read"] += time.perf_counter() - t0
-
-        unique_words = int(L.asmbpe_wordtab_size(tab))
-        chunks = int(L.asmbpe_wordtab_total(tab))
-        flags = (1 if naive else 0) | (2 if verify else 0)
-        merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
-        counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
-        raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
-        set_live = getattr(progress, "set_live", None)
-        if set_live is not None:
-            # the library writes each merge's count and the merge counter as it
-            # goes, and cffi releases the GIL during the call: a progress thread
-            # can read them (aligned u64 stores: never torn on x86-64)
-            i_merges = int(L.ASMBPE_TS_MERGES)
-
-            def live() -> tuple[int, int]:
-                m = int(raw[i_merges])
-                return m, int(counts[m - 1]) if m else 0
-            set_live(live)
-        report("merge", 0, n_merges)
-        t1 = time.perf_counter()
-        loop_threads = threads
-        if auto_threads and int(L.asmbpe_wordtab_key_bytes(tab)) < SMALL_WORDS_BYTES:
-            loop_threads = 1            # tiny word arrays: two barriers a merge cost
-                                        # more than a second scanner saves
-        status = L.asmbpe_train(tab, n_merges, min_count, loop_threads, flags,
-                                ffi.from_buffer("uint32_t[]", merges_u32),
-                                ffi.from_buffer("uint64_t[]", counts),
-                                ffi.from_buffer("uint64_t[]", raw))
-        train_call = time.perf_counter() - t1
     finally:
         close = getattr(batches, "close", None)
         if close is not None:                   # stop the reader thread on errors too
             close()
-        L.asmbpe_wordtab_free(tab)
+    try:
+        result = train_words(table, vocab_size, None if auto_threads else threads,
+                             naive=naive, min_count=min_count, verify=verify,
+                             progress=progress, _seconds=seconds, _t_start=t_start)
+    finally:
+        table.close()
+    result.stats.update(bytes_in=bytes_in, documents=documents, count_threads=threads)
+    return result
+
+
+class WordTable:
+    """The library's persistent word table (count.asm): unique words and their counts.
+
+    `harness.train` counts into one; the distributed path counts shards into one per
+    worker, ships `export()` arrays and merges them with `add()` (the library's table
+    merge), then learns merges with `train_words`. Counts and merges never depend on
+    how the words were split up or in which order tables were merged."""
+
+    def __init__(self):
+        self._h = None
+        L = lib()
+        handle = L.asmbpe_wordtab_new()
+        if handle == ffi.NULL:
+            raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
+        self._h = handle
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise ValueError("the word table is closed")
+        return self._h
+
+    def close(self) -> None:
+        if self._h is not None:
+            lib().asmbpe_wordtab_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __len__(self) -> int:
+        return int(lib().asmbpe_wordtab_size(self.handle))
+
+    @property
+    def total(self) -> int:
+        """Chunks counted (the sum of all counts)."""
+        return int(lib().asmbpe_wordtab_total(self.handle))
+
+    @property
+    def key_bytes(self) -> int:
+        return int(lib().asmbpe_wordtab_key_bytes(self.handle))
+
+    def _count_packed(self, ptr, ends: np.ndarray, threads: int, max_word_bytes: int) -> None:
+        got = lib().asmbpe_count_words(self.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
+                                       len(ends), threads, max_word_bytes)
+        if got < 0:
+            raise TrainError(f"counting words failed: {_status(got)}", int(got))
+
+    def count(self, docs: list[bytes], threads: int | None = None,
+              max_word_bytes: int = 256) -> None:
+        """Count the chunks of documents (bytes) into the table, on `threads` threads."""
+        threads = _check_int("threads", threads if threads is not None
+                             else min(os.cpu_count() or 1, MAX_THREADS), 1, MAX_THREADS)
+        max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
+        if docs:
+            ptr, ends, _ = Packer().pack(docs)
+            self._count_packed(ptr, ends, threads, max_word_bytes)
+
+    def export(self) -> tuple[bytes, np.ndarray, np.ndarray]:
+        """(word bytes concatenated, end offsets uint64, counts uint64), table order."""
+        n = len(self)
+        data = np.zeros(max(self.key_bytes, 1), dtype=np.uint8)
+        ends = np.zeros(max(n, 1), dtype=np.uint64)
+        counts = np.zeros(max(n, 1), dtype=np.uint64)
+        got = lib().asmbpe_wordtab_export(self.handle, ffi.from_buffer("uint8_t[]", data),
+                                          ffi.from_buffer("uint64_t[]", ends),
+                                          ffi.from_buffer("uint64_t[]", counts))
+        return data[:self.key_bytes].tobytes(), ends[:got].copy(), counts[:got].copy()
+
+    def add(self, data: bytes, ends: np.ndarray, counts: np.ndarray) -> None:
+        """Add words with counts (as `export` gives them) to the table."""
+        ends = np.ascontiguousarray(ends, dtype=np.uint64)
+        counts = np.ascontiguousarray(counts, dtype=np.uint64)
+        if len(ends) != len(counts) or (len(ends) and int(ends[-1]) != len(data)):
+            raise ValueError("add: ends and counts must match, and ends[-1] == len(data)")
+        if not len(ends):
+            return
+        buf = Padded(data)
+        got = lib().asmbpe_wordtab_add(self.handle, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                                       ffi.from_buffer("uint64_t[]", counts), len(ends))
+        if got < 0:
+            raise TrainError(f"merging word tables failed: {_status(got)}", int(got))
+
+
+def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None = None,
+                naive: bool = False, min_count: int = 1, verify: bool = False,
+                progress: Progress | None = None, *, _seconds: dict | None = None,
+                _t_start: float | None = None) -> TrainResult:
+    """Learn merges from the words of a WordTable (what `train` does after counting):
+    lay them out, count pairs, run the merge loop on `threads` threads (default all
+    CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
+    documents the table counted."""
+    t_start = _t_start if _t_start is not None else time.perf_counter()
+    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
+    auto_threads = threads is None
+    threads = min(_check_int("threads", threads if threads is not None
+                             else min(os.cpu_count() or 1, MAX_THREADS), 1), MAX_THREADS)
+    min_count = _check_int("min_count", min_count, 0)
+    n_merges = vocab_size - MIN_VOCAB
+    report = progress or (lambda phase, done, total: None)
+    L = lib()
+    if _seconds is None:
+        L.asmbpe_mapped_peak(1)
+    seconds = dict(_seconds or dict(read=0.0, count=0.0))
+    tab = table.handle
+    unique_words = len(table)
+    chunks = table.total
+    flags = (1 if naive else 0) | (2 if verify else 0)
+    merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
+    counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
+    raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+    set_live = getattr(progress, "set_live", None)
+    if set_live is not None:
+        # the library writes each merge's count and the merge counter as it
+        # goes, and cffi releases the GIL during the call: a progress thread
+        # can read them (aligned u64 stores: never torn on x86-64)
+        i_merges = int(L.ASMBPE_TS_MERGES)
+
+        def live() -> tuple[int, int]:
+            m = int(raw[i_merges])
+            return m, int(counts[m - 1]) if m else 0
+        set_live(live)
+    report("merge", 0, n_merges)
+    t1 = time.perf_counter()
+    loop_threads = threads
+    if auto_threads and table.key_bytes < SMALL_WORDS_BYTES:
+        loop_threads = 1                # tiny word arrays: two barriers a merge cost
+                                        # more than a second scanner saves
+    status = L.asmbpe_train(tab, n_merges, min_count, loop_threads, flags,
+                            ffi.from_buffer("uint32_t[]", merges_u32),
+                            ffi.from_buffer("uint64_t[]", counts),
+                            ffi.from_buffer("uint64_t[]", raw))
+    train_call = time.perf_counter() - t1
 
     learned = int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status)
     merges = np.ascontiguousarray(merges_u32[:max(learned, 0)]).view(np.uint16).reshape(-1, 2)
@@ -282,8 +389,8 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     stats = _stats(L, raw, seconds, train_call)
     tokenizer = Tokenizer(merges)
     stats.update(
-        bytes_in=bytes_in, documents=documents, chunks=chunks, unique_words=unique_words,
-        merges=learned, merges_asked=n_merges, count_threads=threads,
+        bytes_in=0, documents=0, chunks=chunks, unique_words=unique_words,
+        merges=learned, merges_asked=n_merges, count_threads=0,
         naive=bool(naive), verify=bool(verify),
     )
     stats["seconds"]["total"] = time.perf_counter() - t_start

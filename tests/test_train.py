@@ -411,3 +411,35 @@ def test_verify_full_english_vocab_32768():
     assert r.stats["bytes_in"] > 250_000_000 and r.stats["documents"] > 20_000
     assert np.all(np.diff(r.counts.astype(np.int64)) <= 0)
     assert r.tokenizer.vocab_size == 32768
+
+
+def test_word_tables_merge_to_the_same_merges():
+    """Counting shards into separate tables, merging them (asmbpe_wordtab_add, in any
+    order and tree shape) and training from the result gives train()'s merges."""
+    from harness.train import WordTable, train_words
+    docs = corpus_docs("english", 1_000_000)
+    ref = harness.train(docs, 272 + 1000)
+    shards = [docs[i::3] for i in range(3)]
+    tables = []
+    for shard in shards:
+        t = WordTable()
+        t.count(shard, threads=2)
+        tables.append(t)
+    left = WordTable()
+    left.add(*tables[2].export())
+    left.add(*tables[0].export())
+    root = WordTable()
+    root.add(*tables[1].export())
+    root.add(*left.export())
+    assert len(root) == ref.stats["unique_words"] and root.total == ref.stats["chunks"]
+    r = train_words(root, 272 + 1000)
+    assert_same(r, ref, "merged tables vs one table")
+    data, ends, counts = root.export()
+    again = WordTable()
+    again.add(data, ends, counts)
+    assert again.export()[0] == data and len(again) == len(root)
+    empty = WordTable()
+    empty.add(b"", np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+    assert len(empty) == 0
+    with pytest.raises(ValueError):
+        empty.add(b"ab", np.array([1], np.uint64), np.array([1], np.uint64))
