@@ -170,4 +170,18 @@ int64_t asmbpe_test_barrier(uint64_t nthreads, uint64_t rounds);
 /* Breaks rule `what` (1-9, see checkasm.asm) and returns 42. */
 uint64_t asmbpe_test_misbehave(int what);
 
+/* bench.asm: samples x per_sample calls of fn, call k with the 8 arguments
+ * args[8 * (k % nsets) ...] (6 and 7 on the stack); cycles[s] = TSC ticks of
+ * sample s (lfence; rdtsc ... rdtscp; lfence); rets (may be NULL) gets every
+ * call's rax.  Returns the last call's rax. */
+uint64_t asmbpe_bench_call(const void *fn, const uint64_t *args, uint64_t nsets,
+                           uint64_t samples, uint64_t per_sample,
+                           uint64_t *cycles, uint64_t *rets);
+
+/* bench.asm: does nothing, returns 0 (the trampoline's own cost per call). */
+uint64_t asmbpe_bench_empty(void);
+
+/* bench.asm: lfence; rdtsc. */
+uint64_t asmbpe_bench_rdtsc(void);
+
 #endif
