@@ -102,6 +102,9 @@ enum {
     ASMBPE_TS_VERIFY_MERGE, ASMBPE_TS_VERIFY_PAIR, ASMBPE_TS_VERIFY_KEPT,
     ASMBPE_TS_VERIFY_TRUE, ASMBPE_TS_THREADS, ASMBPE_TS_PEAK_BYTES,
     ASMBPE_TS_SOLO_MERGE,   /* first merge thread 0 ran alone (~0: none) */
+    ASMBPE_TS_PER_MERGE,    /* in: 0, or a uint64_t * to 3 x n_merges entries:
+                               merge m's cycles (from being chosen to the next
+                               merge chosen), words rewritten, pairs replaced */
     ASMBPE_TS_COUNT
 };
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
@@ -118,20 +121,31 @@ typedef struct asmbpe_enc asmbpe_enc;
 asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges);
 void asmbpe_enc_free(asmbpe_enc *e);
 
-/* encode.asm: chunks encoded, cache hits, chunks that took the heap path,
- * over all calls so far. */
-void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t out[3]);
+/* encode.asm: counters of thread index tid (~0: all threads summed) over all
+ * calls so far, ASMBPE_ES_COUNT entries.  The cycle counts are kept only by
+ * calls with ASMBPE_ENC_PROFILE: pre-tokenizer, cache (hashing, probing,
+ * copying hits), merge (cache misses and uncached chunks), write (moving ids
+ * into document order, thread 0), total (the thread's whole run). */
+enum {
+    ASMBPE_ES_CHUNKS = 0, ASMBPE_ES_HITS, ASMBPE_ES_LONGS,
+    ASMBPE_ES_CYC_PRETOK, ASMBPE_ES_CYC_CACHE, ASMBPE_ES_CYC_MERGE,
+    ASMBPE_ES_CYC_WRITE, ASMBPE_ES_CYC_TOTAL,
+    ASMBPE_ES_COUNT
+};
+void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
 
 /* encode.asm: encode documents text[doc_ends[i-1], doc_ends[i]) (the first
  * from 0) on `threads` threads, blocks of 256 documents at a time.  out must
  * hold doc_ends[n_docs - 1] + n_docs ids; it receives every document's ids in
  * order, counts[i] of them for document i.  flags: ASMBPE_ENC_BOS puts
  * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
- * bypasses the chunk caches.  Returns the ids written or a negative status.
+ * bypasses the chunk caches; ASMBPE_ENC_PROFILE keeps the cycle counters of
+ * asmbpe_enc_stats.  Returns the ids written or a negative status.
  * One call at a time per encoder. */
 enum {
     ASMBPE_ENC_BOS = 1,
     ASMBPE_ENC_NOCACHE = 2,
+    ASMBPE_ENC_PROFILE = 4,
 };
 int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
                       const uint64_t *doc_ends, uint64_t n_docs,

@@ -184,29 +184,49 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
 ENDFUNC
 
 ;-----------------------------------------------------------------------------
-; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t out[3])
-; Over every thread and call so far: chunks encoded, cache hits, chunks that
-; took the heap path.
+; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out)
+; The ASMBPE_ES_* counters of thread index tid, or of all threads summed
+; (tid >= MAX_THREADS), over every call so far.  cache = passes - merge.
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_enc_stats, 2, 6, 0, e, out
+%define ES_COUNT    8
+
+FUNC asmbpe_enc_stats, 3, 7, 0, e, tid, out
     xor         eax, eax
-    mov         [outq], rax
-    mov         [outq + 8], rax
-    mov         [outq + 16], rax
+    mov         ecx, ES_COUNT
+.zero:
+    mov         [outq + rcx * 8 - 8], rax
+    dec         ecx
+    jnz         .zero
     xor         ecx, ecx
+    mov         r10d, MAX_THREADS
+    cmp         tidq, MAX_THREADS
+    jae         .thread
+    mov         rcx, tidq                       ; one thread: [tid, tid + 1)
+    lea         r10, [rcx + 1]
 .thread:
-    mov         rdx, [eq + E_TS + rcx * 8]
-    test        rdx, rdx
+    mov         r8, [eq + E_TS + rcx * 8]
+    test        r8, r8
     jz          .next
-    mov         rax, [rdx + TS_CHUNKS]
+    mov         rax, [r8 + TS_CHUNKS]
     add         [outq], rax
-    mov         rax, [rdx + TS_HITS]
+    mov         rax, [r8 + TS_HITS]
     add         [outq + 8], rax
-    mov         rax, [rdx + TS_LONGS]
+    mov         rax, [r8 + TS_LONGS]
     add         [outq + 16], rax
+    mov         rax, [r8 + TS_CYC_PRETOK]
+    add         [outq + 24], rax
+    mov         rax, [r8 + TS_CYC_PASS]
+    sub         rax, [r8 + TS_CYC_MERGE]
+    add         [outq + 32], rax
+    mov         rax, [r8 + TS_CYC_MERGE]
+    add         [outq + 40], rax
+    mov         rax, [r8 + TS_CYC_WRITE]
+    add         [outq + 48], rax
+    mov         rax, [r8 + TS_CYC_TOTAL]
+    add         [outq + 56], rax
 .next:
     inc         ecx
-    cmp         ecx, MAX_THREADS
+    cmp         ecx, r10d
     jb          .thread
     RET
 ENDFUNC
@@ -292,6 +312,10 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     jnz         .ret
     ; documents into order: document d's ids move from out[start(d) + d]
     ; down to the end of those before it (never up: a forward copy is safe)
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    mov         r14, rax                        ; (for EF_PROFILE)
     mov         r8, [rsp + J_OUT]
     mov         rdi, r8                         ; destination
     mov         r9, [rsp + J_ENDS]
@@ -316,9 +340,19 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     inc         rdx
     jmp         .move
 .moved:
-    mov         rax, rdi
-    sub         rax, r8
-    shr         rax, 1
+    mov         rbx, rdi
+    sub         rbx, r8
+    shr         rbx, 1                          ; ids written
+    test        qword [rsp + J_FLAGS], EF_PROFILE
+    jz          .result
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    sub         rax, r14
+    mov         rcx, [r13 + E_TS]
+    add         [rcx + TS_CYC_WRITE], rax
+.result:
+    mov         rax, rbx
     jmp         .ret
 .enomem:
     mov         rax, ASMBPE_ENOMEM
@@ -344,7 +378,33 @@ ENDFUNC
 %define W_O         (W_DOC + 40)                ; the document's first id
 %define W_D         (W_DOC + 48)                ; the document
 %define W_CACHE     (W_DOC + 56)                ; the cache, or 0
-%define EW_FRAME    (EW_BUF * 16 + 72)          ; 6 pushes + this: aligned
+%define W_PROF      (W_DOC + 64)                ; EF_PROFILE: keep cycles
+%define W_T0        (W_DOC + 72)                ; rdtsc at the start
+%define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
+%define W_T2        (W_DOC + 88)                ; rdtsc before a miss
+%define EW_FRAME    (EW_BUF * 16 + 104)         ; 6 pushes + this: aligned
+
+; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
+; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
+%macro PROF_START 1
+    cmp         qword [rsp + W_PROF], 0
+    je          %%off
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    mov         [rsp + %1], rax
+%%off:
+%endmacro
+%macro PROF_ADD 2
+    cmp         qword [rsp + W_PROF], 0
+    je          %%off
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    sub         rax, [rsp + %1]
+    add         [rbx + %2], rax
+%%off:
+%endmacro
 
 enc_worker:
     SAVE        rbx, rbp, r12, r13, r14, r15
@@ -352,6 +412,10 @@ enc_worker:
     mov         r12, rdi
     mov         rax, [r12 + J_ENC]
     mov         rbx, [rax + E_TS + rsi * 8]
+    mov         rax, [r12 + J_FLAGS]
+    and         eax, EF_PROFILE
+    mov         [rsp + W_PROF], rax
+    PROF_START  W_T0
     xor         eax, eax
     test        qword [r12 + J_FLAGS], EF_NOCACHE
     jnz         .no_cache
@@ -412,6 +476,7 @@ enc_worker:
 .no_bos:
     mov         qword [rsp + W_POS], 0
 .split:
+    PROF_START  W_T1
     mov         rdi, r13
     mov         rsi, [rsp + W_LEN]
     mov         rdx, [rsp + W_POS]
@@ -420,6 +485,8 @@ enc_worker:
     call        asmbpe_split_offsets
     mov         [rsp + W_N], rax
     add         [rbx + TS_CHUNKS], rax
+    PROF_ADD    W_T1, TS_CYC_PRETOK
+    PROF_START  W_T1
     mov         rdi, [rsp + W_CACHE]            ; pass 1: hash, prefetch
     test        rdi, rdi
     jz          .pass2
@@ -517,16 +584,42 @@ enc_worker:
     jnz         .hit_small
     jmp         .chunk
 .miss:
+    cmp         qword [rsp + W_PROF], 0
+    jne         .miss_timed
     mov         rdi, r15
     call        chunk_miss
     mov         r15, rdi
     jmp         .chunk
 .uncached:
+    cmp         qword [rsp + W_PROF], 0
+    jne         .uncached_timed
     mov         rdi, r15
     call        chunk_uncached
     mov         r15, rdi
     jmp         .chunk
+.miss_timed:
+    lea         r10, [chunk_miss]
+    jmp         .timed
+.uncached_timed:
+    lea         r10, [chunk_uncached]
+.timed:                                         ; EF_PROFILE: time the call
+    mov         r9, rdx
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    mov         [rsp + W_T2], rax
+    mov         rdx, r9
+    mov         rdi, r15
+    call        r10
+    mov         r15, rdi
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    sub         rax, [rsp + W_T2]
+    add         [rbx + TS_CYC_MERGE], rax
+    jmp         .chunk
 .chunks_done:
+    PROF_ADD    W_T1, TS_CYC_PASS
     cmp         qword [rsp + W_N], EW_BUF
     jb          .doc_done
     mov         [rsp + W_POS], rbp
@@ -541,6 +634,7 @@ enc_worker:
     jmp         .doc
 .done:
     vzeroupper
+    PROF_ADD    W_T0, TS_CYC_TOTAL
     add         rsp, EW_FRAME
     RESTORE
 

@@ -784,6 +784,7 @@ scan_segment:
     add         [rbx + DM_REPL], rdi
     add         [rbx + DM_DEAD], rdi            ; each replacement frees a slot
     inc         qword [rbx + DM_WORDS]
+    inc         qword [rbx + DM_MWORDS]
     mov         rax, r11
     sub         rax, [rsp + SC_S]
     cmp         rax, 1
@@ -1078,6 +1079,10 @@ coordinate:
     mov         rcx, [rax + ST_MERGES * 8]
     mov         [rax + ST_SOLO_MERGE * 8], rcx
 .solo_done:
+    mov         rax, [r12 + X_STATS]            ; the merge just scanned
+    mov         rax, [rax + ST_MERGES * 8]
+    dec         rax
+    mov         [r12 + X_PMM], rax
     xor         r13d, r13d                      ; thread
 .thread:
     cmp         r13, [r12 + X_NTH]
@@ -1091,6 +1096,18 @@ coordinate:
     mov         rax, [rbx + DM_DEAD]
     add         [r12 + X_DEAD], rax
     mov         qword [rbx + DM_DEAD], 0
+    mov         rcx, [r12 + X_PM]               ; per-merge records
+    test        rcx, rcx
+    jz          .no_record
+    mov         rax, [r12 + X_PMM]
+    lea         rax, [rax + rax * 2]
+    lea         rcx, [rcx + rax * 8]
+    mov         rax, [rbx + DM_MWORDS]
+    add         [rcx + 8], rax
+    mov         rax, [rbx + DM_REPL]
+    add         [rcx + 16], rax
+.no_record:
+    mov         qword [rbx + DM_MWORDS], 0
     mov         qword [rbx + DM_REPL], 0
     xor         r14d, r14d
 .entry:
@@ -1156,6 +1173,18 @@ coordinate:
 .stop:
     mov         qword [r12 + X_DONE], 1
 .ret:
+    cmp         qword [r12 + X_PM], 0           ; the merge's cycles, chosen
+    je          .no_cycles                      ; to next chosen
+    RDTSC64
+    mov         rcx, rax
+    sub         rax, [r12 + X_TLAST]
+    mov         [r12 + X_TLAST], rcx
+    mov         rcx, [r12 + X_PMM]
+    lea         rcx, [rcx + rcx * 2]
+    shl         rcx, 3
+    add         rcx, [r12 + X_PM]
+    mov         [rcx], rax
+.no_cycles:
     RESTORE
 
 ;=============================================================================
@@ -1464,6 +1493,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         rax, [rsp + 8 + TR_STATS]
     mov         [rdi + X_STATS], rax
     mov         r8, rax
+    mov         rax, [r8 + ST_PER_MERGE * 8]    ; (an input)
+    mov         [rdi + X_PM], rax
     xor         eax, eax
     mov         ecx, ST_COUNT
 .zero_stats:
@@ -1473,6 +1504,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         qword [r8 + ST_VERIFY_MERGE * 8], -1
     mov         qword [r8 + ST_VERIFY_PAIR * 8], -1
     mov         qword [r8 + ST_SOLO_MERGE * 8], -1
+    mov         rax, [rdi + X_PM]
+    mov         [r8 + ST_PER_MERGE * 8], rax
     mov         [r8 + ST_THREADS * 8], r15
     lea         rdi, [rdi + X_BAR]
     mov         rsi, r15
@@ -1681,6 +1714,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         rdi, [rsp + 16]
     call        choose
     mov         dword [rdi + X_NEXTSEG], 0
+    RDTSC64
+    mov         [rdi + X_TLAST], rax            ; the first merge is chosen
     cmp         qword [rdi + X_DONE], 0
     jne         .loop_done
     lea         rdi, [worker]

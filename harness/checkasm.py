@@ -568,7 +568,7 @@ def check_encode(ctx: Ctx) -> None:
                 ids = ([bos] if i % 2 else []) + [x for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
                 want += ids
                 want_counts.append(len(ids))
-            flags = (i % 2) | (2 if i % 3 == 0 else 0)
+            flags = (i % 2) | (2 if i % 3 == 0 else 0) | (4 if i % 4 == 1 else 0)
             threads = [1, 2, 3, 8][i % 4]
             anchor = ("end", "start")[(i // 2) % 2]
             align = None if i % 5 else (i * 7) % 64
@@ -583,10 +583,13 @@ def check_encode(ctx: Ctx) -> None:
                 ctx.fail(f"asmbpe_encode: {case}: id {at} is {ids[at] if at < len(ids) else None}, "
                          f"twin {want[at] if at < len(want) else None} (counts {counts[:4]} vs {want_counts[:4]})")
         ctx.on(f"asmbpe_enc_stats: {t_name}")
-        stats = np.zeros(3 + 2 * MARGIN, dtype=np.uint64)
-        ctx.call("asmbpe_enc_stats", enc, ffi.from_buffer("uint64_t[]", stats[MARGIN:]))
-        if np.any(stats[:MARGIN]) or np.any(stats[MARGIN + 3:]) or stats[MARGIN + 1] > stats[MARGIN]:
-            ctx.fail(f"asmbpe_enc_stats: {t_name}: bad counters {stats[MARGIN:MARGIN + 3].tolist()}")
+        n_es = int(ctx.L.ASMBPE_ES_COUNT)
+        for tid in (0, 1, (1 << 64) - 1):
+            stats = np.zeros(n_es + 2 * MARGIN, dtype=np.uint64)
+            ctx.call("asmbpe_enc_stats", enc, tid, ffi.from_buffer("uint64_t[]", stats[MARGIN:]))
+            if np.any(stats[:MARGIN]) or np.any(stats[MARGIN + n_es:]) or stats[MARGIN + 1] > stats[MARGIN]:
+                ctx.fail(f"asmbpe_enc_stats: {t_name}: thread {tid}: bad counters "
+                         f"{stats[MARGIN:MARGIN + n_es].tolist()}")
         ctx.on(f"threads = 0 is refused: {t_name}")
         ptr, _ = arena.place(b"abc", "end")
         ends = np.array([3], dtype=np.uint64)

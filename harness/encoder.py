@@ -69,13 +69,14 @@ def _threads(threads, n_docs: int, n_bytes: int) -> int:
 
 
 def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: bool = False,
-                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                cache: bool = True, profile: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Encode documents.
 
     tokenizer: a harness.Tokenizer; docs: a list of bytes-like documents (any bytes,
     valid UTF-8 or not); threads: encoding threads (None: all CPUs for large batches,
     one for small ones); bos: prefix each document with <|bos|>; cache: use the
-    per-thread chunk cache (results never depend on it).
+    per-thread chunk cache (results never depend on it); profile: the library keeps
+    per-phase cycle counters (see encoder_stats).
 
     Returns (tokens, counts): every document's tokens concatenated in document order,
     uint16, and the number of tokens of each document (the <|bos|> included), uint64.
@@ -88,7 +89,8 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
         return np.zeros(0, dtype=np.uint16), counts
     L = lib()
     enc = _encoder(tokenizer)
-    flags = (L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
+    flags = ((L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
+             | (L.ASMBPE_ENC_PROFILE if profile else 0))
     with enc.lock:
         ptr, ends, n = enc.packer.pack(docs)
         out = enc.out_buffer(n + len(docs))
@@ -102,9 +104,19 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     return tokens, counts
 
 
-def encoder_stats(tokenizer) -> dict:
-    """Counters of the tokenizer's encoder over all calls so far: chunks encoded, cache
-    hits, chunks that took the heap path (longer than 128 bytes, uncached)."""
-    raw = np.zeros(3, dtype=np.uint64)
-    lib().asmbpe_enc_stats(_encoder(tokenizer).handle, ffi.from_buffer("uint64_t[]", raw))
-    return dict(chunks=int(raw[0]), cache_hits=int(raw[1]), long_chunks=int(raw[2]))
+STAT_NAMES = ("chunks", "cache_hits", "long_chunks", "cycles_pretok", "cycles_cache",
+              "cycles_merge", "cycles_write", "cycles_total")
+
+
+def encoder_stats(tokenizer, thread: int | None = None) -> dict:
+    """Counters of the tokenizer's encoder over all calls so far, for one thread index
+    or (None) all threads summed: chunks encoded, cache hits, chunks that took the
+    heap path (longer than 128 bytes, uncached), and, from calls with profile=True,
+    rdtsc cycles spent in the pre-tokenizer, the cache (hashing, probing, copying
+    hits), merging (cache misses and uncached chunks), writing (moving ids into
+    document order, thread 0) and in all (each thread's whole run)."""
+    L = lib()
+    raw = np.zeros(int(L.ASMBPE_ES_COUNT), dtype=np.uint64)
+    tid = (1 << 64) - 1 if thread is None else int(thread)
+    L.asmbpe_enc_stats(_encoder(tokenizer).handle, tid, ffi.from_buffer("uint64_t[]", raw))
+    return dict(zip(STAT_NAMES, (int(x) for x in raw)))

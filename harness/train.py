@@ -165,7 +165,7 @@ SMALL_WORDS_BYTES = 1 << 20     # unique-word bytes under which the merge loop, 
 def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bool = False,
           max_word_bytes: int = 256, min_count: int = 1, verify: bool = False,
           progress: Progress | None = None, *, batch_bytes: int = BATCH_BYTES,
-          separator=None) -> TrainResult:
+          separator=None, per_merge: bool = False) -> TrainResult:
     """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
 
     inputs: bytes or str (one document), a list/tuple/iterable of them (one document
@@ -187,6 +187,9 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
         progress("merge", merges_learned, merges_asked) after it.
     batch_bytes: text bytes per asmbpe_count_words call; separator: for plain text
         files, see harness.corpora.iter_documents.
+    per_merge: keep stats["per_merge"], an (M, 3) uint64 array: for each merge the
+        rdtsc cycles from its choice to the next merge's, the words it rewrote and
+        the pairs it replaced (not kept with naive=True).
     """
     t_start = time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
@@ -237,7 +240,8 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     try:
         result = train_words(table, vocab_size, None if auto_threads else threads,
                              naive=naive, min_count=min_count, verify=verify,
-                             progress=progress, _seconds=seconds, _t_start=t_start)
+                             progress=progress, per_merge=per_merge, _seconds=seconds,
+                             _t_start=t_start)
     finally:
         table.close()
     result.stats.update(bytes_in=bytes_in, documents=documents, count_threads=threads)
@@ -329,8 +333,8 @@ class WordTable:
 
 def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None = None,
                 naive: bool = False, min_count: int = 1, verify: bool = False,
-                progress: Progress | None = None, *, _seconds: dict | None = None,
-                _t_start: float | None = None) -> TrainResult:
+                progress: Progress | None = None, *, per_merge: bool = False,
+                _seconds: dict | None = None, _t_start: float | None = None) -> TrainResult:
     """Learn merges from the words of a WordTable (what `train` does after counting):
     lay them out, count pairs, run the merge loop on `threads` threads (default all
     CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
@@ -354,6 +358,10 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
     counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
     raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+    records = None
+    if per_merge and not naive:
+        records = np.zeros((max(n_merges, 1), 3), dtype=np.uint64)
+        raw[L.ASMBPE_TS_PER_MERGE] = int(ffi.cast("uintptr_t", ffi.from_buffer("uint64_t[]", records)))
     set_live = getattr(progress, "set_live", None)
     if set_live is not None:
         # the library writes each merge's count and the merge counter as it
@@ -393,6 +401,8 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
         merges=learned, merges_asked=n_merges, count_threads=0,
         naive=bool(naive), verify=bool(verify),
     )
+    if records is not None:
+        stats["per_merge"] = records[:max(learned, 0)].copy()
     stats["seconds"]["total"] = time.perf_counter() - t_start
     return TrainResult(merges=merges, counts=counts, tokenizer=tokenizer, stats=stats)
 
