@@ -11,6 +11,9 @@
     asmbpe bench pretok          pre-tokenizer speed on the shared corpora
     asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
     asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
+                                 (--cluster: the distributed path against one process)
+    asmbpe data fetch fineweb-edu|smoltalk --shards 0-3   download shards into the cache
+    asmbpe data prepare INPUT... -o DIR                   local files -> Parquet shards
 
 Errors about the input or the environment are one line on stderr,
 `asmbpe: error: ...`, and exit status 1; never a traceback.
@@ -27,6 +30,7 @@ import click
 
 from ._lib import LibraryError
 from .corpora import InputError, available, check_file, corpora_dir
+from .fetch import FetchError
 from .tokenizer import TokenizerFileError
 from .tokfile import TokFileError
 
@@ -44,7 +48,7 @@ class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (InputError, LibraryError, TokenizerFileError, TokFileError) as e:
+        except (InputError, LibraryError, TokenizerFileError, TokFileError, FetchError) as e:
             _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
         except OSError as e:
             name = f"{e.filename}: " if getattr(e, "filename", None) else ""
@@ -280,12 +284,36 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
 @click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
 @click.option("--function", "pattern", default="*", show_default=True, metavar="GLOB",
               help="Check only the functions whose name matches GLOB.")
-@click.option("--bench", is_flag=True, help="Also time each checked function.")
-def check(seed, pattern, bench):
-    """Check the assembly functions against their Python twins (checkasm)."""
+@click.option("--bench", is_flag=True,
+              help="Then time each function in cycles per call (inside the library: "
+                   "lfence+rdtsc, two inputs alternated, 1000 samples, overhead "
+                   "subtracted).")
+@click.option("--bench-only", is_flag=True, help="Time the functions, skip the checks.")
+@click.option("--save", metavar="PATH", default=None,
+              help="Write the bench figures to PATH as a baseline JSON (implies --bench).")
+@click.option("--baseline", metavar="PATH", default=None,
+              help="Print each function's ratio against a baseline saved with --save "
+                   "(implies --bench).")
+@click.option("--samples", type=click.IntRange(min=1000), default=None,
+              help="Timed samples per function (default 1000).")
+def check(seed, pattern, bench, bench_only, save, baseline, samples):
+    """Check the assembly functions against their Python twins (checkasm); with --bench,
+    time them in cycles, and compare with a saved baseline."""
     from .checkasm import run_checks
 
-    if not run_checks(seed=seed, pattern=pattern, bench=bench):
+    extra = {k: v for k, v in dict(save=save, baseline=baseline, bench_only=bench_only,
+                                   samples=samples).items() if v}
+    if baseline or save:
+        from .checkasm_bench import BaselineError, load_baseline
+
+        try:
+            if baseline:
+                load_baseline(baseline)
+            if save and Path(save).is_dir():
+                raise BaselineError(f"{save}: is a directory")
+        except BaselineError as e:
+            _fail(str(e))
+    if not run_checks(seed=seed, pattern=pattern, bench=bench, **extra):
         sys.exit(1)
 
 
@@ -635,6 +663,152 @@ def export(tokenizer_path, fmt, output):
     else:
         exp.export_hf(tok, out)
     click.echo(f"wrote {fmt} export of {tok!r} to {out}")
+
+
+# ------------------------------------------------------------------------- datasets
+
+@asmbpe.group(context_settings=CONTEXT)
+def data():
+    """Get datasets (FineWeb-Edu, SmolTalk) and prepare local files as Parquet shards."""
+
+
+class _FetchProgress:
+    """One progress bar per file on stderr (bytes, MB/s)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.name = None
+        self.bar = None
+        self.done = 0
+
+    def __call__(self, name: str, done: int, total) -> None:
+        if not self.enabled:
+            return
+        if name != self.name or done < self.done:
+            self.close()
+            self.name, self.done = name, done
+            self.bar = _BytesProgress(f"fetching {name}", total)
+            self.bar.done = done
+        self.bar(done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        self.name, self.done = None, 0
+
+
+@data.command("fetch", context_settings=CONTEXT)
+@click.argument("dataset", type=click.Choice(["fineweb-edu", "smoltalk"]), required=False)
+@click.option("--shards", default="0", show_default=True, metavar="LIST",
+              help="Shard indices: 0, 0-3 or 0,2,5-7.")
+@click.option("--config", default=None, metavar="NAME",
+              help="fineweb-edu: the folder of the shards (default sample/10BT; e.g. "
+                   "data/CC-MAIN-2024-10); smoltalk: the subset (default all).")
+@click.option("--of", "of", type=click.IntRange(min=1), default=None,
+              help="smoltalk: the number of shards of the subset (default 9, for all).")
+@click.option("--repo", default=None, metavar="OWNER/NAME",
+              help="With --path: any dataset repository.")
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="A file path in the repository (repeatable; instead of --shards).")
+@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit.")
+@click.option("--cache-dir", default=None, metavar="DIR",
+              help="Where files go (default $ASMBPE_CACHE, else ~/.cache/asmbpe).")
+@click.option("--base-url", default=None, metavar="URL",
+              help="The hub (default $ASMBPE_HF_ENDPOINT, else https://huggingface.co).")
+@click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Resume this many more times after a dropped connection.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def data_fetch(dataset, shards, config, of, repo, paths, revision, cache_dir, base_url,
+               retries, quiet):
+    """Download dataset shards over HTTPS into the cache, resumably (HTTP range
+    requests) and checked (size, and sha256 when the server gives it). Prints the local
+    path of each file on stdout, e.g. `asmbpe train $(asmbpe data fetch fineweb-edu
+    --shards 0-3 -q) -o tokenizer.bin`.
+
+    DATASET: fineweb-edu (HuggingFaceFW/fineweb-edu, Parquet `text`) or smoltalk
+    (HuggingFaceTB/smoltalk, Parquet `messages`); or --repo with --path.
+    """
+    from . import fetch as F
+
+    if paths:
+        if repo is None:
+            if dataset is None:
+                raise InputError("--path needs --repo OWNER/NAME or a DATASET")
+            repo = F.DATASETS[dataset].repo
+        files = list(paths)
+    else:
+        if dataset is None:
+            raise InputError("give a DATASET (fineweb-edu, smoltalk), or --repo and --path")
+        try:
+            idx = F.parse_shards(shards)
+        except ValueError as e:
+            raise InputError(f"--shards: {e}") from None
+        repo, files = F.shard_paths(dataset, idx, config, of)
+    progress = _FetchProgress(enabled=not quiet)
+    t0 = time.perf_counter()
+    total = 0
+    try:
+        for path in files:
+            local = F.fetch_file(repo, path, revision=revision, base=base_url,
+                                 cache=cache_dir, retries=retries, progress=progress)
+            progress.close()
+            total += local.stat().st_size
+            click.echo(str(local))
+    finally:
+        progress.close()
+    if not quiet:
+        took = time.perf_counter() - t0
+        click.echo(f"fetched {len(files)} file(s), {_mb(total)} in the cache, "
+                   f"{took:.2f} s", err=True)
+
+
+@data.command("prepare", context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", required=True, metavar="DIR",
+              help="The directory for shard-00000.parquet, ... (created if missing).")
+@click.option("--chat", is_flag=True,
+              help="The inputs hold conversations (`messages`); write a `messages` column.")
+@click.option("--binary", is_flag=True,
+              help="Write `text` as binary (keeps documents that are not valid UTF-8).")
+@click.option("--shard-mb", type=click.FloatRange(min=0.001), default=1024, show_default=True,
+              help="Start a new shard after about this many MB of text.")
+@click.option("--row-group-mb", type=click.FloatRange(min=0.001), default=64,
+              show_default=True, help="Text per Parquet row group (the streaming unit).")
+@_SEPARATOR
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def data_prepare(inputs, output, chat, binary, shard_mb, row_group_mb, separator, quiet):
+    """Turn local files (text, JSONL, Parquet; .gz / .zst) into the Parquet layout the
+    harness reads: OUTPUT/shard-NNNNN.parquet with a `text` column (or `messages` with
+    --chat), zstd, row groups of --row-group-mb. Shards are written under temporary
+    names and renamed when complete; after an error none of this run's is left."""
+    from .prepare import prepare
+
+    files = [check_file(p) for p in inputs]
+    out = Path(output)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory")
+    progress = _BytesProgress("preparing", None if chat else _estimate(files),
+                              enabled=not quiet)
+    t0 = time.perf_counter()
+    try:
+        s = prepare(files, out, chat=chat, binary=binary, separator=separator,
+                    shard_bytes=int(shard_mb * 1e6), row_group_bytes=int(row_group_mb * 1e6),
+                    progress=progress)
+    finally:
+        progress.close()
+    took = time.perf_counter() - t0
+    what = "conversations" if chat else "documents"
+    click.echo(f"prepared {s.documents:,} {what}, {_mb(s.source_bytes)} in {took:.2f} s "
+               f"-> {len(s.shards)} shard(s) in {out}")
+
+
+def _estimate(files):
+    from .corpora import estimate_bytes
+
+    return estimate_bytes(files)
 
 
 def main(argv=None):
