@@ -31,7 +31,7 @@ import numpy as np
 
 from . import twin
 from ._lib import ffi, lib, checkasm_lib
-from .buffers import GuardedArena, Padded
+from .buffers import GuardedArena
 
 REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
             (64, "direction flag left set"), (128, "missing vzeroupper"),
@@ -654,8 +654,21 @@ def run_one(entry: Entry, seed: int, n_random: int) -> tuple[bool, list[str], in
 
 
 def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
-               n_random: int = 2000, out: Callable[[str], None] = print) -> bool:
-    """Check every registered function matching `pattern`; True when all pass."""
+               n_random: int = 2000, out: Callable[[str], None] = print, *,
+               save: str | None = None, baseline: str | None = None,
+               bench_only: bool = False, samples: int | None = None) -> bool:
+    """Check every registered function matching `pattern`; True when all pass.
+
+    bench: then time each function matching `pattern` in cycles
+    (harness.checkasm_bench; skipped when a check failed); save: write those
+    figures as a baseline JSON; baseline: a saved JSON to print each function's
+    ratio against; bench_only: skip the checks; samples: timed samples per
+    function (default checkasm_bench.SAMPLES, 1000)."""
+    bench = bench or bench_only or bool(save) or bool(baseline)
+    base = None
+    if baseline:
+        from .checkasm_bench import load_baseline
+        base = load_baseline(baseline)          # a bad file fails before any work
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     out(f"checkasm: seed {seed}")
@@ -665,7 +678,7 @@ def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
         out(f"checkasm: no function matches {pattern!r} (have: {', '.join(REGISTRY)})")
         return False
     all_ok = True
-    for entry in entries:
+    for entry in ([] if bench_only else entries):
         t0 = time.perf_counter()
         ok, fails, calls = run_one(entry, seed, n_random)
         dt = time.perf_counter() - t0
@@ -673,45 +686,33 @@ def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
         for f in fails:
             out(f"    - {f}")
         all_ok &= ok
-    if bench:
-        for line in bench_lines():
+    if bench and all_ok:
+        for line in bench_lines(pattern, save=save, baseline=base, baseline_name=baseline or "",
+                                samples=samples):
             out(line)
+    elif bench:
+        out("bench: skipped (a check failed)")
+    if bench_only:
+        return all_ok
     out(f"checkasm: {'all passed' if all_ok else 'FAILURES'} (seed {seed})")
     return all_ok
 
 
 # --------------------------------------------------------------------------- bench
 
-def bench_lines(runs: int = 7) -> list[str]:
-    """Wall-clock speed of each function on fixed inputs (cffi overhead
-    included: a first look; the rdtsc bench inside the library comes later)."""
-    rng = random.Random(1)
-    text = b" ".join(rng.choice([b"the", b"of", b"tokenizer", b"don't", b"1984", b"(x)"])
-                     for _ in range(200_000))
-    buf = Padded(text)
-    out = np.empty(len(text), dtype=np.uint64)
-    L = lib()
-    lines = ["bench (median of %d, wall clock, includes the cffi call):" % runs]
+def bench_lines(pattern: str = "*", save: str | None = None, baseline: dict | None = None,
+                baseline_name: str = "", samples: int | None = None) -> list[str]:
+    """Cycles per call of each function matching `pattern`, measured inside the test
+    library (asm/test/bench.asm; see harness.checkasm_bench), as printable lines;
+    with `save`, also written to that JSON file; with `baseline` (a loaded JSON), each
+    function's ratio against it."""
+    from . import checkasm_bench as cb
 
-    def med(fn) -> float:
-        ts = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return sorted(ts)[runs // 2]
-
-    op = ffi.from_buffer("uint64_t[]", out)
-    t = med(lambda: L.asmbpe_split_offsets(buf.ptr, len(text), 0, op, len(out)))
-    lines.append(f"  asmbpe_split_offsets   {len(text) / t / 1e6:8.0f} MB/s  ({len(text)} bytes/call)")
-    a, b = Padded(text[:4096]), Padded(text[:4096])
-    for n in (7, 32, 4096):
-        reps = 20000
-
-        def loop(n=n):
-            f = L.asmbpe_memeq
-            for _ in range(reps):
-                f(a.ptr, b.ptr, n)
-        t = med(loop) / reps
-        lines.append(f"  asmbpe_memeq n={n:<5}   {t * 1e9:8.0f} ns/call")
+    results, info = cb.run(pattern, samples or cb.SAMPLES)
+    if not results:
+        return [f"bench: no bench matches {pattern!r}"]
+    lines = cb.lines(results, info, baseline, baseline_name)
+    if save:
+        cb.save(results, info, save)
+        lines.append(f"bench: saved {len(results)} figures to {save}")
     return lines

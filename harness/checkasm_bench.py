@@ -1,0 +1,607 @@
+"""Cycle benchmarks of the assembly functions: `asmbpe check --bench`.
+
+dav1d/FFmpeg checkasm's bench_new (STYLE.md §1, lesson 9), in asmbpe's terms:
+
+- the timing loop runs inside the test library, in `asmbpe_bench_call`
+  (asm/test/bench.asm): `lfence; rdtsc` before a sample's calls, `rdtscp; lfence`
+  after, so no Python or cffi cost is timed;
+- the calls take their arguments from two (or more) argument sets in turn, i.e. two
+  input buffers alternate, so a sample measures throughput on data the previous call
+  did not just leave in L1 (dav1d's `alternate()`);
+- every function gets >= 1000 samples (after a few discarded warm-up samples); the
+  samples above the 90th percentile are dropped (interrupts, page faults, the other
+  process on a shared core) and the rest averaged;
+- the trampoline's own cost per call, measured by benching `asmbpe_bench_empty` the
+  same way, is subtracted;
+- figures are TSC ticks ("cycles" at the TSC's fixed rate, measured against the wall
+  clock: `tsc_hz`), per call and per input byte, and MB/s (1e6 bytes) at that rate.
+
+One `@bench("asmbpe_<fn>")` entry per exported function (`BENCHES`); an entry may
+return several cases (memeq at 8, 64 and 4096 bytes; encode with and without the
+cache). Inputs are fixed: the bundled sample datasets/kjv.txt, or seeded text when it
+is absent. The library runs on one thread throughout (threads = 1), pinned to one CPU.
+
+`save(results, path)` writes a baseline JSON; `compare(results, baseline)` gives each
+case's ratio new/baseline (below 1: faster). `asmbpe check --bench --save base.json`,
+edit, rebuild, `asmbpe check --bench --baseline base.json`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import random
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ._lib import ROOT, checkasm_lib, ffi, lib
+from .buffers import Padded
+
+SAMPLES = 1000              # timed samples per case (dav1d: 4096, x264: 2000)
+WARMUP = 16                 # samples run and discarded first
+KEEP_PERCENTILE = 90        # samples above this percentile are dropped
+NONE64 = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------- cases
+
+@dataclass
+class Case:
+    """One benchmarked call shape.
+
+    name:        shown in the table and the key of the baseline JSON;
+    func:        the exported symbol called;
+    sets:        argument sets (each up to 8 ints); call k uses sets[k % len(sets)];
+    nbytes:      input bytes per call (0: no per-byte figures);
+    per_sample:  calls per timed sample (4 as dav1d does, 16 for the shortest
+                 functions, 1 for long ones);
+    batch:       samples per trampoline call when the calls' return values must be
+                 handed to `cleanup` (constructors): bounds what lives at once;
+    cleanup:     called with each batch's return values (uint64 array);
+    keep:        objects that must stay alive while the case runs (buffers);
+    after:       called once when the case is done (frees tables, encoders).
+    """
+
+    name: str
+    func: str
+    sets: list
+    nbytes: int = 0
+    per_sample: int = 1
+    batch: int = 0
+    cleanup: Callable | None = None
+    keep: list = field(default_factory=list, repr=False)
+    after: Callable | None = None
+
+
+@dataclass
+class Result:
+    name: str
+    func: str
+    cycles: float               # per call, trampoline overhead subtracted
+    median: float               # per call, median sample, overhead subtracted
+    nbytes: int
+    samples: int
+    kept: int
+
+    def cycles_per_byte(self) -> float | None:
+        return self.cycles / self.nbytes if self.nbytes else None
+
+    def mb_per_s(self, tsc_hz: float) -> float | None:
+        if not self.nbytes or self.cycles <= 0:
+            return None
+        return self.nbytes * tsc_hz / self.cycles / 1e6
+
+
+BENCHES: dict[str, Callable] = {}
+
+
+def bench(name: str):
+    """Register the bench of one exported function: fn(env) -> list[Case]."""
+    def deco(fn):
+        BENCHES[name] = fn
+        return fn
+    return deco
+
+
+def _ptr(x) -> int:
+    if isinstance(x, np.ndarray):
+        x = ffi.from_buffer(x)
+    return int(ffi.cast("uintptr_t", x))
+
+
+class Env:
+    """Fixed inputs shared by the cases (built once, lazily)."""
+
+    def __init__(self, samples: int = SAMPLES):
+        self.L = lib()
+        self.samples = samples
+        kjv = ROOT / "datasets" / "kjv.txt"
+        if kjv.is_file():
+            self.text = kjv.read_bytes()
+        else:                               # a seeded stand-in of the same kind
+            rng = random.Random(1)
+            words = [b"the", b"and", b"of", b"LORD", b"unto", b"him", b"said", b"1:1",
+                     b"shall", b"thee", b"children", b"Israel", b"\n", b",", b"."]
+            self.text = b" ".join(rng.choice(words) for _ in range(250_000))
+        self._tables = {}
+        self._merges = None
+
+    def slice(self, k: int, n: int) -> bytes:
+        """The k-th fixed slice of n bytes (k = 0, 1: the two alternated buffers),
+        starting at a line start so that each looks like the rest of the text."""
+        start = (k * len(self.text) // 3) % max(len(self.text) - n, 1)
+        nl = self.text.find(b"\n", start)
+        start = nl + 1 if 0 <= nl < len(self.text) - n else start
+        return self.text[start:start + n]
+
+    def docs(self, k: int, n: int, doc: int = 4096) -> tuple[Padded, np.ndarray]:
+        data = self.slice(k, n)
+        ends = np.array(list(range(doc, len(data), doc)) + [len(data)], dtype=np.uint64)
+        return Padded(data), ends
+
+    def table(self, k: int, n: int):
+        """A word table that counted slice k of n bytes (freed by close())."""
+        key = (k, n)
+        if key not in self._tables:
+            buf, ends = self.docs(k, n)
+            t = self.L.asmbpe_wordtab_new()
+            self.L.asmbpe_count_words(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                                      len(ends), 1, 256)
+            self._tables[key] = t
+        return self._tables[key]
+
+    def merges(self) -> np.ndarray:
+        """512 merges learned from 256 KB of the text (uint32 left | right << 16)."""
+        if self._merges is None:
+            t = self.table(0, 1 << 18)
+            m = np.zeros(512, dtype=np.uint32)
+            c = np.zeros(512, dtype=np.uint64)
+            stats = np.zeros(int(self.L.ASMBPE_TS_COUNT), dtype=np.uint64)
+            got = self.L.asmbpe_train(t, 512, 1, 1, 0, ffi.from_buffer("uint32_t[]", m),
+                                      ffi.from_buffer("uint64_t[]", c),
+                                      ffi.from_buffer("uint64_t[]", stats))
+            self._merges = m[:max(got, 0)].copy()
+        return self._merges
+
+    def close(self) -> None:
+        for t in self._tables.values():
+            self.L.asmbpe_wordtab_free(t)
+        self._tables.clear()
+
+
+# --------------------------------------------------------------------------- entries
+
+@bench("asmbpe_cpu_flags")
+def bench_cpu_flags(env: Env) -> list[Case]:
+    return [Case("asmbpe_cpu_flags", "asmbpe_cpu_flags", [[]], per_sample=4)]
+
+
+@bench("asmbpe_memeq")
+def bench_memeq(env: Env) -> list[Case]:
+    cases = []
+    for n in (8, 64, 4096):
+        bufs = [Padded(env.slice(k, n)) for k in range(2)] + [Padded(env.slice(k, n)) for k in range(2)]
+        sets = [[_ptr(bufs[0].ptr), _ptr(bufs[2].ptr), n], [_ptr(bufs[1].ptr), _ptr(bufs[3].ptr), n]]
+        cases.append(Case(f"asmbpe_memeq n={n}", "asmbpe_memeq", sets, n, 16 if n < 1024 else 4,
+                          keep=bufs))
+    return cases
+
+
+@bench("asmbpe_pretok_next")
+def bench_pretok_next(env: Env) -> list[Case]:
+    """One chunk per call, walking every chunk start of two 4 KB buffers in turn."""
+    from .pretok import split_offsets
+
+    bufs, sets, total = [], [], 0
+    for k in range(2):
+        data = env.slice(k, 4096)
+        buf = Padded(data)
+        bufs.append(buf)
+        ends = [int(e) for e in split_offsets(data)]
+        for s in [0] + ends[:-1]:
+            sets.append([_ptr(buf.ptr), len(data), s])
+        total += len(data)
+    return [Case("asmbpe_pretok_next (per chunk)", "asmbpe_pretok_next", sets,
+                 round(total / len(sets)), 16, keep=bufs)]
+
+
+@bench("asmbpe_split_offsets")
+def bench_split_offsets(env: Env) -> list[Case]:
+    n = 1 << 16
+    bufs = [Padded(env.slice(k, n)) for k in range(2)]
+    out = np.zeros(n, dtype=np.uint64)
+    sets = [[_ptr(b.ptr), n, 0, _ptr(out), n] for b in bufs]
+    return [Case(f"asmbpe_split_offsets {n >> 10} KB", "asmbpe_split_offsets", sets, n,
+                 keep=[bufs, out])]
+
+
+@bench("asmbpe_count_words")
+def bench_count_words(env: Env) -> list[Case]:
+    """Counting into a warm table (its words already there: the steady state of a
+    long training's later batches), 1 thread, 4 KB documents."""
+    n = 1 << 15
+    L = env.L
+    t = L.asmbpe_wordtab_new()
+    inputs = [env.docs(k, n) for k in range(2)]
+    sets = [[_ptr(t), _ptr(b.ptr), _ptr(e), len(e), 1, 256] for b, e in inputs]
+    for b, e in inputs:                     # warm: every word already in the table
+        L.asmbpe_count_words(t, b.ptr, ffi.from_buffer("uint64_t[]", e), len(e), 1, 256)
+    return [Case(f"asmbpe_count_words {n >> 10} KB", "asmbpe_count_words", sets, n,
+                 keep=inputs, after=lambda: L.asmbpe_wordtab_free(t))]
+
+
+def _exported(env: Env, k: int, n: int):
+    """(bytes Padded, ends, counts, key bytes) of the table of slice k."""
+    t = env.table(k, n)
+    L = env.L
+    nb = int(L.asmbpe_wordtab_key_bytes(t))
+    nw = int(L.asmbpe_wordtab_size(t))
+    raw = np.zeros(nb + 64, dtype=np.uint8)
+    ends = np.zeros(max(nw, 1), dtype=np.uint64)
+    counts = np.zeros(max(nw, 1), dtype=np.uint64)
+    L.asmbpe_wordtab_export(t, ffi.from_buffer("uint8_t[]", raw), ffi.from_buffer("uint64_t[]", ends),
+                            ffi.from_buffer("uint64_t[]", counts))
+    return Padded(raw[:nb].tobytes()), ends[:nw], counts[:nw], nb
+
+
+@bench("asmbpe_wordtab_export")
+def bench_wordtab_export(env: Env) -> list[Case]:
+    n = 1 << 16
+    sets, keep, nbytes = [], [], 0
+    for k in range(2):
+        t = env.table(k, n)
+        nb = int(env.L.asmbpe_wordtab_key_bytes(t))
+        nw = int(env.L.asmbpe_wordtab_size(t))
+        arrays = [np.zeros(nb + 64, dtype=np.uint8), np.zeros(nw + 1, dtype=np.uint64),
+                  np.zeros(nw + 1, dtype=np.uint64)]
+        keep.append(arrays)
+        sets.append([_ptr(t)] + [_ptr(a) for a in arrays])
+        nbytes += nb
+    return [Case(f"asmbpe_wordtab_export ({nbytes // 2} word bytes)", "asmbpe_wordtab_export",
+                 sets, nbytes // 2, keep=keep)]
+
+
+@bench("asmbpe_wordtab_add")
+def bench_wordtab_add(env: Env) -> list[Case]:
+    """Adding exported words into a warm table (all of them already there)."""
+    n = 1 << 16
+    L = env.L
+    t = L.asmbpe_wordtab_new()
+    sets, keep, nbytes = [], [], 0
+    for k in range(2):
+        buf, ends, counts, nb = _exported(env, k, n)
+        keep.append((buf, ends, counts))
+        sets.append([_ptr(t), _ptr(buf.ptr), _ptr(ends), _ptr(counts), len(ends)])
+        L.asmbpe_wordtab_add(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                             ffi.from_buffer("uint64_t[]", counts), len(ends))
+        nbytes += nb
+    return [Case(f"asmbpe_wordtab_add ({nbytes // 2} word bytes)", "asmbpe_wordtab_add", sets,
+                 nbytes // 2, keep=keep, after=lambda: L.asmbpe_wordtab_free(t))]
+
+
+def _accessor(name: str):
+    def fn(env: Env) -> list[Case]:
+        sets = [[_ptr(env.table(k, 1 << 14))] for k in range(2)]
+        return [Case(name, name, sets, per_sample=16)]
+    return fn
+
+
+for _name in ("asmbpe_wordtab_size", "asmbpe_wordtab_key_bytes", "asmbpe_wordtab_total"):
+    bench(_name)(_accessor(_name))
+
+
+@bench("asmbpe_wordtab_new")
+def bench_wordtab_new(env: Env) -> list[Case]:
+    L = env.L
+
+    def free(rets):
+        for p in rets.tolist():
+            if p:
+                L.asmbpe_wordtab_free(ffi.cast("asmbpe_wordtab *", p))
+    return [Case("asmbpe_wordtab_new", "asmbpe_wordtab_new", [[]], batch=100, cleanup=free)]
+
+
+@bench("asmbpe_wordtab_free")
+def bench_wordtab_free(env: Env) -> list[Case]:
+    """Freeing empty tables: one fresh table per call (as many sets as calls)."""
+    L = env.L
+    made = [L.asmbpe_wordtab_new() for _ in range(env.samples + WARMUP)]
+    return [Case("asmbpe_wordtab_free (empty)", "asmbpe_wordtab_free", [[_ptr(t)] for t in made],
+                 keep=made)]
+
+
+@bench("asmbpe_train")
+def bench_train(env: Env) -> list[Case]:
+    """Layout, pair counts and 64 merges of the words of 16 KB, 1 thread."""
+    n, m = 1 << 14, 64
+    L = env.L
+    sets, keep = [], []
+    for k in range(2):
+        arrays = [np.zeros(m, dtype=np.uint32), np.zeros(m, dtype=np.uint64),
+                  np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)]
+        keep.append(arrays)
+        sets.append([_ptr(env.table(k, n)), m, 1, 1, 0] + [_ptr(a) for a in arrays])
+    return [Case(f"asmbpe_train {n >> 10} KB, {m} merges", "asmbpe_train", sets, n, keep=keep)]
+
+
+@bench("asmbpe_enc_new")
+def bench_enc_new(env: Env) -> list[Case]:
+    L = env.L
+    m = env.merges()
+
+    def free(rets):
+        for p in rets.tolist():
+            if p:
+                L.asmbpe_enc_free(ffi.cast("asmbpe_enc *", p))
+    return [Case(f"asmbpe_enc_new ({len(m)} merges)", "asmbpe_enc_new", [[_ptr(m), len(m)]],
+                 batch=100, cleanup=free, keep=[m])]
+
+
+@bench("asmbpe_enc_free")
+def bench_enc_free(env: Env) -> list[Case]:
+    L = env.L
+    m = env.merges()
+    made = [L.asmbpe_enc_new(ffi.from_buffer("uint32_t[]", m), len(m)) for _ in range(env.samples + WARMUP)]
+    return [Case("asmbpe_enc_free (unused encoder)", "asmbpe_enc_free", [[_ptr(e)] for e in made],
+                 keep=[made, m])]
+
+
+def _encoder(env: Env):
+    L = env.L
+    m = env.merges()
+    e = L.asmbpe_enc_new(ffi.from_buffer("uint32_t[]", m), len(m))
+    return e, m
+
+
+@bench("asmbpe_encode")
+def bench_encode(env: Env) -> list[Case]:
+    """16 KB in 4 KB documents, 1 thread, 512 merges: through the (warm) chunk cache
+    and without it."""
+    n = 1 << 14
+    L = env.L
+    cases = []
+    for flags, what in ((0, "cached"), (int(L.ASMBPE_ENC_NOCACHE), "no cache")):
+        e, m = _encoder(env)
+        inputs = [env.docs(k, n) for k in range(2)]
+        outs = [(np.zeros(n + 64, dtype=np.uint16), np.zeros(len(ends), dtype=np.uint64))
+                for _, ends in inputs]
+        sets = [[_ptr(e), _ptr(b.ptr), _ptr(ends), len(ends), 1, flags, _ptr(o), _ptr(c)]
+                for (b, ends), (o, c) in zip(inputs, outs)]
+        cases.append(Case(f"asmbpe_encode {n >> 10} KB, {what}", "asmbpe_encode", sets, n,
+                          keep=[inputs, outs, m], after=lambda e=e: L.asmbpe_enc_free(e)))
+    return cases
+
+
+@bench("asmbpe_enc_stats")
+def bench_enc_stats(env: Env) -> list[Case]:
+    L = env.L
+    e, m = _encoder(env)
+    n_es = int(getattr(L, "ASMBPE_ES_COUNT", 3))
+    out = np.zeros(n_es + 8, dtype=np.uint64)
+    if hasattr(L, "ASMBPE_ES_COUNT"):           # (e, tid, out): all threads summed
+        sets = [[_ptr(e), NONE64, _ptr(out)]]
+    else:                                       # (e, out)
+        sets = [[_ptr(e), _ptr(out)]]
+    return [Case("asmbpe_enc_stats", "asmbpe_enc_stats", sets, per_sample=4, keep=[out, m],
+                 after=lambda: L.asmbpe_enc_free(e))]
+
+
+@bench("asmbpe_mapped_peak")
+def bench_mapped_peak(env: Env) -> list[Case]:
+    return [Case("asmbpe_mapped_peak", "asmbpe_mapped_peak", [[0]], per_sample=16)]
+
+
+# --------------------------------------------------------------------------- timing
+
+def tsc_hz(seconds: float = 0.05) -> float:
+    """The TSC's rate, measured against time.perf_counter over `seconds`."""
+    T = checkasm_lib()
+    t0, c0 = time.perf_counter(), T.asmbpe_bench_rdtsc()
+    time.sleep(seconds)
+    c1, t1 = T.asmbpe_bench_rdtsc(), time.perf_counter()
+    return (c1 - c0) / (t1 - t0)
+
+
+def _sample(fn_ptr, sets: list, samples: int, per_sample: int, want_rets: bool):
+    """Run the trampoline: (cycles per sample, return values or None)."""
+    T = checkasm_lib()
+    args = np.zeros((len(sets), 8), dtype=np.uint64)
+    for i, s in enumerate(sets):
+        args[i, :len(s)] = [int(x) & NONE64 for x in s]
+    cycles = np.zeros(samples, dtype=np.uint64)
+    rets = np.zeros(samples * per_sample, dtype=np.uint64) if want_rets else None
+    T.asmbpe_bench_call(fn_ptr, ffi.from_buffer("uint64_t[]", args), len(sets), samples,
+                        per_sample, ffi.from_buffer("uint64_t[]", cycles),
+                        ffi.from_buffer("uint64_t[]", rets) if want_rets else ffi.NULL)
+    return cycles, rets
+
+
+def _symbol(name: str):
+    for handle in (lib(), checkasm_lib()):
+        try:
+            return ffi.cast("void *", ffi.addressof(handle, name))
+        except (AttributeError, KeyError):
+            continue
+    raise KeyError(name)
+
+
+def measure(case: Case, samples: int = SAMPLES) -> tuple[np.ndarray, int]:
+    """Per-call cycles of every timed sample (warm-up dropped), and the samples taken."""
+    fn = _symbol(case.func)
+    per = case.per_sample
+    if case.batch:
+        got = []
+        left = samples + WARMUP
+        while left > 0:
+            k = min(case.batch, left)
+            cyc, rets = _sample(fn, case.sets, k, per, True)
+            case.cleanup(rets)
+            got.append(cyc)
+            left -= k
+        cyc = np.concatenate(got)
+    else:
+        cyc, _ = _sample(fn, case.sets, samples + WARMUP, per, False)
+    return cyc[WARMUP:].astype(np.float64) / per, samples
+
+
+def summarize(per_call: np.ndarray) -> tuple[float, float, int]:
+    """(mean of the samples up to the KEEP_PERCENTILE-th percentile, median, kept)."""
+    cut = np.percentile(per_call, KEEP_PERCENTILE)
+    kept = per_call[per_call <= cut]
+    return float(kept.mean()), float(np.median(per_call)), int(len(kept))
+
+
+def overhead(samples: int = SAMPLES, per_sample: int = 1) -> float:
+    """The trampoline's own cost per call: asmbpe_bench_empty benched the same way."""
+    case = Case("empty", "asmbpe_bench_empty", [[0] * 8, [0] * 8], per_sample=per_sample)
+    return summarize(measure(case, samples)[0])[0]
+
+
+def _pin() -> set | None:
+    """Pin this thread to the CPU it is on (restored by _unpin)."""
+    try:
+        old = os.sched_getaffinity(0)
+        cpu = min(old)
+        try:
+            with open("/proc/self/stat") as f:
+                here = int(f.read().rsplit(")", 1)[1].split()[37])
+            if here in old:
+                cpu = here
+        except (OSError, ValueError, IndexError):
+            pass
+        os.sched_setaffinity(0, {cpu})
+        return old
+    except (AttributeError, OSError):
+        return None
+
+
+def run(pattern: str = "*", samples: int = SAMPLES) -> tuple[list[Result], dict]:
+    """Bench every registered function whose name matches pattern. Returns the
+    results and the run's info (tsc_hz, overhead per call, cpu, samples)."""
+    from .bench import cpu_model
+
+    names = [n for n in BENCHES if fnmatch.fnmatch(n, pattern)]
+    env = Env(samples)
+    old = _pin()
+    results = []
+    try:
+        hz = tsc_hz()
+        over = {1: overhead(samples, 1)}
+        for name in names:
+            for case in BENCHES[name](env):
+                try:
+                    per_call, n = measure(case, samples)
+                finally:
+                    if case.after is not None:
+                        case.after()
+                mean, med, kept = summarize(per_call)
+                if case.per_sample not in over:
+                    over[case.per_sample] = overhead(samples, case.per_sample)
+                o = over[case.per_sample]
+                results.append(Result(case.name, case.func, max(mean - o, 0.0),
+                                      max(med - o, 0.0), case.nbytes, n, kept))
+    finally:
+        env.close()
+        if old is not None:
+            os.sched_setaffinity(0, old)
+    info = dict(tsc_hz=hz, overhead_cycles=over[1],
+                overhead_by_calls_per_sample={str(k): round(v, 2) for k, v in sorted(over.items())},
+                samples=samples, cpu=cpu_model(), keep_percentile=KEEP_PERCENTILE)
+    return results, info
+
+
+# --------------------------------------------------------------------------- output
+
+def _git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=5)
+        return r.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def to_json(results: list[Result], info: dict) -> dict:
+    hz = info["tsc_hz"]
+    return dict(
+        version=1, date=time.strftime("%Y-%m-%dT%H:%M:%S"), commit=_git_commit(), **info,
+        results={r.name: dict(func=r.func, cycles_per_call=round(r.cycles, 2),
+                              median_cycles_per_call=round(r.median, 2), bytes_per_call=r.nbytes,
+                              cycles_per_byte=(round(r.cycles_per_byte(), 4)
+                                               if r.nbytes else None),
+                              mb_per_s=(round(r.mb_per_s(hz), 1) if r.mb_per_s(hz) else None),
+                              samples=r.samples, kept=r.kept)
+                 for r in results})
+
+
+def save(results: list[Result], info: dict, path) -> None:
+    """Write the baseline JSON (through PATH.tmp and a rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(to_json(results, info), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class BaselineError(ValueError):
+    pass
+
+
+def load_baseline(path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BaselineError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:
+        raise BaselineError(f"{path}: not a bench JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise BaselineError(f"{path}: not a bench JSON (no \"results\")")
+    return data
+
+
+def compare(results: list[Result], baseline: dict) -> dict[str, float | None]:
+    """name -> cycles / baseline cycles (None: not in the baseline)."""
+    out = {}
+    for r in results:
+        b = baseline["results"].get(r.name)
+        base = b.get("cycles_per_call") if isinstance(b, dict) else None
+        out[r.name] = r.cycles / base if base else None
+    return out
+
+
+def _overheads(info: dict) -> str:
+    by = info.get("overhead_by_calls_per_sample") or {"1": info["overhead_cycles"]}
+    return ", ".join(f"{v:.1f} at {k} call{'s' if k != '1' else ''}/sample" for k, v in by.items())
+
+
+def lines(results: list[Result], info: dict, baseline: dict | None = None,
+          baseline_name: str = "") -> list[str]:
+    hz = info["tsc_hz"]
+    ratios = compare(results, baseline) if baseline else {}
+    out = [f"bench: cycles = TSC ticks at {hz / 1e9:.3f} GHz (measured), {info['cpu']}; "
+           f"{info['samples']} samples per function, slowest {100 - info['keep_percentile']}% "
+           f"dropped, the trampoline's cost subtracted ({_overheads(info)} cycles/call)"]
+    if baseline:
+        out.append(f"baseline: {baseline_name} (commit {baseline.get('commit') or '?'}, "
+                   f"{baseline.get('date', '?')}); ratio = cycles now / cycles then, < 1 is faster")
+    head = f"  {'function':<44} {'cycles/call':>12} {'cycles/byte':>11} {'MB/s':>9}"
+    out.append(head + ("   vs baseline" if baseline else ""))
+    for r in results:
+        cpb = r.cycles_per_byte()
+        mbs = r.mb_per_s(hz)
+        row = (f"  {r.name:<44} {r.cycles:12.1f} "
+               f"{(f'{cpb:.3f}' if cpb is not None else '-'):>11} "
+               f"{(f'{mbs:.0f}' if mbs is not None else '-'):>9}")
+        if baseline:
+            q = ratios.get(r.name)
+            row += (f"   {q:5.2f}x ({(q - 1) * 100:+.0f}%)" if q is not None else "   new")
+        out.append(row)
+    if baseline:
+        gone = sorted(set(baseline["results"]) - {r.name for r in results})
+        if gone:
+            out.append(f"  (in the baseline, not run now: {', '.join(gone)})")
+    return out
