@@ -58,7 +58,8 @@ ENV = "ASMBPE_CORPORA"
 __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
            "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
-           "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch"]
+           "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch",
+           "parse_size", "budget_batch_bytes", "check_streamable"]
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
@@ -487,6 +488,59 @@ def estimate_bytes(paths) -> int | None:
             return None
         total += n
     return total
+
+
+# ------------------------------------------------------------------- memory budget
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20,
+          "MB": 10 ** 6, "MIB": 1 << 20, "G": 1 << 30, "GB": 10 ** 9, "GIB": 1 << 30,
+          "T": 1 << 40, "TB": 10 ** 12, "TIB": 1 << 40}
+
+
+def parse_size(text) -> int:
+    """"512M", "2G", "1.5GiB", "100MB", "65536" -> bytes (K/M/G/T alone are binary
+    units, KB/MB/GB decimal, KiB/MiB/GiB binary). ValueError when malformed."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = m.group(2).upper() if m else None
+    if not m or unit not in _UNITS:
+        raise ValueError(f"bad size {text!r}: expected e.g. 512M, 2G, 100MB")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+# Data in flight per batch of B text bytes, as multiples of B (measured, see
+# tests/test_streaming.py): encoding holds the batch being read, the one waiting in the
+# prefetch queue and the one being encoded (Python bytes), its padded copy, and the
+# output ids (up to 2 bytes per input byte, plus their copy): about 8 B; counting
+# holds the three batches, the padded copy and the library's per-thread tables.
+BUDGET_SHARES = {"encode": 10, "train": 8}
+MIN_BATCH_BYTES = 1 << 20
+
+
+def budget_batch_bytes(budget: int, kind: str = "encode") -> int:
+    """The batch size (text bytes per library call) that keeps the data in flight of
+    `kind` ("encode" or "train") within `budget` bytes."""
+    return max(MIN_BATCH_BYTES, int(budget) // BUDGET_SHARES[kind])
+
+
+def check_streamable(paths, batch_bytes: int, separator=None) -> None:
+    """InputError for a plain text file read as ONE document (no separator) that is
+    larger than a batch: a document is never cut (that would change its tokens), so
+    such a file cannot stream; the message says to give a separator."""
+    if separator is not None:
+        return
+    for path in _as_paths(paths):
+        p = Path(path)
+        if file_format(p)[0] != "text":
+            continue
+        n = _estimate_one(p)
+        if n is not None and n > batch_bytes:
+            raise InputError(f"{p}: a plain text file without --separator is one document "
+                             f"of {n / 1e6:.1f} MB, larger than a batch of the --memory "
+                             f"budget ({batch_bytes / 1e6:.1f} MB); a document is never "
+                             "cut, so give --separator (e.g. '' for blank lines) or more "
+                             "--memory")
 
 
 def prefetch(batches):

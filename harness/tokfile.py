@@ -321,15 +321,19 @@ class EncodeSummary:
 
 
 def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
-                  threads: int | None = None, separator=None, progress=None) -> EncodeSummary:
+                  threads: int | None = None, separator=None, progress=None,
+                  batch_bytes: int = BLOCK_BYTES) -> EncodeSummary:
     """Encode the input files (see encode_blocks) into the `.tok` file `output`,
     atomically (TokWriter: nothing is left at `output` when anything fails). progress,
-    when given, is called with the source bytes done after each block."""
+    when given, is called with the source bytes done after each block. batch_bytes:
+    source bytes per block (memory in flight is about 8 blocks; tokens are written as
+    each block is done)."""
     first_special = tokenizer.vocab_size - N_SPECIAL
     specials = 0
     with TokWriter(output, tokenizer.merges_hash, chat=chat) as w:
         for tokens, docs, nbytes in encode_blocks(tokenizer, inputs, chat=chat,
-                                                  threads=threads, separator=separator):
+                                                  threads=threads, separator=separator,
+                                                  batch_bytes=batch_bytes):
             plain = tokens & np.uint16(~MASKBIT & 0xFFFF) if chat else tokens
             specials += int(np.count_nonzero(plain >= first_special))
             w.write(tokens, docs, nbytes)

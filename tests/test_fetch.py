@@ -109,7 +109,8 @@ def _handler(hub: Hub):
 def hub():
     h = Hub()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(h))
-    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True)
     t.start()
     h.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield h
