@@ -11,6 +11,7 @@
     asmbpe bench pretok          pre-tokenizer speed on the shared corpora
     asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
     asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
+    asmbpe profile train|encode|pretok   cycles per phase and thread [--perf --callgrind --plot]
                                  (--cluster: the distributed path against one process)
     asmbpe data fetch fineweb-edu|smoltalk --shards 0-3   download shards into the cache
     asmbpe data prepare INPUT... -o DIR                   local files -> Parquet shards
@@ -809,6 +810,91 @@ def _estimate(files):
     from .corpora import estimate_bytes
 
     return estimate_bytes(files)
+
+
+# --------------------------------------------------------------------------- profile
+
+@asmbpe.group(context_settings=CONTEXT)
+def profile():
+    """Where the time goes: the library's cycle counters per phase and per thread
+    (harness.profile), optionally under perf stat or callgrind."""
+
+
+def _profile_options(fn):
+    opts = [
+        click.argument("inputs", nargs=-1, metavar="[INPUT...]",
+                       type=click.Path(dir_okay=True, path_type=str)),
+        click.option("--corpus", default=None, metavar="NAME",
+                     type=click.Choice(["english", "multilingual", "code"]),
+                     help="A shared corpus instead of INPUT files (default without either: "
+                          "the bundled datasets/kjv.txt, split at blank lines)."),
+        click.option("--limit-mb", type=click.FloatRange(min=0), default=16, show_default=True,
+                     help="Read about this many MB of whole documents (0 = all)."),
+        _SEPARATOR,
+        click.option("--perf", is_flag=True,
+                     help="Also run the work under `perf stat` (cycles, instructions, IPC, "
+                          "branch and cache misses, where the machine has the counters)."),
+        click.option("--callgrind", is_flag=True,
+                     help="Also run a small input (256 KB, 1 thread) under valgrind's callgrind "
+                          "and list instructions per assembly routine."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _profile_run(kind, inputs, corpus, limit_mb, separator, **kw):
+    from .profile import load_docs, run_profile
+
+    docs, what = load_docs(inputs, corpus, limit_mb, separator)
+    try:
+        run_profile(kind, docs, what, out=click.echo, **kw)
+    except (RuntimeError, ValueError) as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+@profile.command("train", context_settings=CONTEXT)
+@_profile_options
+@click.option("--vocab-size", type=int, default=8192, show_default=True,
+              help="256 + merges + 16.")
+@click.option("--threads", type=int, default=None, help="As for `asmbpe train`.")
+@click.option("--plot", metavar="PATH.png", default=None,
+              help="Draw the per-merge curves (time, positions replaced, winning count; log "
+                   "scales) to PATH.png (needs matplotlib: pip install 'asmbpe[plot]').")
+def profile_train(inputs, corpus, limit_mb, separator, perf, callgrind, vocab_size, threads,
+                  plot):
+    """Train once with the library's counters on: count, layout, pairs, merge loop (scan,
+    apply, heap, compact), per-merge records."""
+    _check_threads(threads)
+    if plot:
+        _check_output(plot)
+    _profile_run("train", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, plot=plot)
+
+
+@profile.command("encode", context_settings=CONTEXT)
+@_profile_options
+@click.option("-t", "--tokenizer", "tokenizer_path", default=None, metavar="FILE",
+              help="tokenizer.bin (default: train one on the same documents).")
+@click.option("--vocab-size", type=int, default=8192, show_default=True,
+              help="Vocabulary of the tokenizer trained when -t is not given.")
+@click.option("--threads", type=int, default=None, help="Encoding threads (default: all CPUs).")
+def profile_encode(inputs, corpus, limit_mb, separator, perf, callgrind, tokenizer_path,
+                   vocab_size, threads):
+    """Encode once (cold caches) with the encoder's counters on: pre-tokenize, cache,
+    merge, write, per thread, and the load balance."""
+    _check_threads(threads)
+    tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
+    _profile_run("encode", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, tokenizer=tok)
+
+
+@profile.command("pretok", context_settings=CONTEXT)
+@_profile_options
+def profile_pretok(inputs, corpus, limit_mb, separator, perf, callgrind):
+    """The pre-tokenizer (asmbpe_split_offsets) over every document, one thread."""
+    _profile_run("pretok", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind)
 
 
 def main(argv=None):
