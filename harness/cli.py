@@ -203,6 +203,43 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+def _memory(value):
+    """--memory SIZE -> bytes (None when not given)."""
+    from .corpora import parse_size
+
+    if value is None:
+        return None
+    try:
+        n = parse_size(value)
+    except ValueError as e:
+        raise InputError(f"--memory: {e}") from None
+    if n < 8 << 20:
+        raise InputError(f"--memory: {value} is too small (at least 8M)")
+    return n
+
+
+_MEMORY = click.option(
+    "--memory", default=None, metavar="SIZE",
+    help="Bound the data in flight (input batches, buffers, ids) to about SIZE (e.g. "
+         "512M, 4G), whatever the input size: the batch size follows from it. The "
+         "interpreter and libraries (about 70 MB) and, for train, the word table come "
+         "on top. Parquet row groups are the unit of reading (about 12x their text is set aside). Default: fixed batches (16 MB train, 8 MB encode).")
+_CLUSTER = click.option(
+    "--cluster", default=None, metavar="ADDRESS",
+    help="Run on a Dask cluster: a scheduler address (tcp://host:8786) or local:N for "
+         "N worker processes on this machine. Every input file is one shard; paths must "
+         "be visible to every worker.")
+
+
+def _open_cluster(address):
+    from .distributed import connect
+
+    try:
+        return connect(address)
+    except ValueError as e:
+        raise InputError(f"--cluster: {e}") from None
+
+
 @asmbpe.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
                 type=click.Path(dir_okay=True, path_type=str))
@@ -224,9 +261,11 @@ def _mb(n: int) -> str:
 @click.option("--verify", is_flag=True,
               help="Recount all pairs at the end and check the kept table and the "
                    "winning counts.")
+@_MEMORY
+@_CLUSTER
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separator, naive,
-          verify, quiet):
+          verify, memory, cluster, quiet):
     """Learn byte-level BPE merges from INPUT files and write tokenizer.bin.
 
     INPUT: Parquet (`text` column), JSONL (`text` field) or plain text, JSONL and
@@ -235,18 +274,40 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from .train import TrainError
     from .train import train as run_train
 
+    from .corpora import budget_batch_bytes, check_streamable
+    from .train import BATCH_BYTES
+
     out = _check_output(output)
     files = [check_file(p) for p in inputs]
+    budget = _memory(memory)
+    batch_bytes = BATCH_BYTES
+    if budget is not None:
+        batch_bytes = budget_batch_bytes(budget, "train", files)
+        check_streamable(files, batch_bytes, separator)
     progress = _TrainProgress(enabled=not quiet)
+    close = None
     try:
-        result = run_train(files, vocab_size=vocab_size, threads=threads, naive=naive,
-                           max_word_bytes=max_word_bytes, min_count=min_count,
-                           verify=verify, progress=progress, separator=separator)
+        if cluster:
+            from .distributed import train_distributed
+
+            client, close = _open_cluster(cluster)
+            result = train_distributed(files, vocab_size, client, threads=threads,
+                                       naive=naive, max_word_bytes=max_word_bytes,
+                                       min_count=min_count, verify=verify,
+                                       separator=separator, batch_bytes=batch_bytes,
+                                       progress=progress)
+        else:
+            result = run_train(files, vocab_size=vocab_size, threads=threads, naive=naive,
+                               max_word_bytes=max_word_bytes, min_count=min_count,
+                               verify=verify, progress=progress, separator=separator,
+                               batch_bytes=batch_bytes)
     except (ValueError, TypeError, TrainError) as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     finally:
         progress.close()
+        if close is not None:
+            close()
     s = result.stats
     sec = s["seconds"]
     if s["bytes_in"] == 0:
@@ -278,7 +339,9 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                f"heap {sec['heap']:.2f}, compact {sec['compact']:.2f}), verify "
                f"{sec['verify']:.2f} s; {s['threads']} thread(s), peak memory "
                f"{s['peak_memory_bytes'] / 1e6:.0f} MB"
-               + (", verified" if verify else "") + (", naive" if naive else ""))
+               + (", verified" if verify else "") + (", naive" if naive else "")
+               + (f"; counted {s['shards']} shard(s) on {s['workers']} worker(s), "
+                  f"tree depth {s['tree_depth']}" if cluster else ""))
 
 
 @asmbpe.command(context_settings=CONTEXT)
@@ -480,15 +543,22 @@ _SEPARATOR = click.option(
 @click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
               help="tokenizer.bin.")
 @click.option("-o", "--output", required=True, metavar="FILE",
-              help="The .tok file to write (written under a temporary name, then renamed).")
+              help="The .tok file to write (written under a temporary name, then renamed); "
+                   "with --cluster or --shards, a directory.")
 @click.option("--chat", is_flag=True,
               help="The inputs hold conversations (`messages`: role/content, JSONL or "
                    "Parquet); MASKBIT marks assistant content and its <|end|>.")
 @click.option("--threads", type=int, default=None,
               help="Encoding threads (default: the library chooses).")
 @_SEPARATOR
+@_MEMORY
+@_CLUSTER
+@click.option("--shards", "sharded", is_flag=True,
+              help="Write the layout of --cluster on this machine: OUTPUT is a directory "
+                   "with one .tok per input file and manifest.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def encode(inputs, tokenizer_path, output, chat, threads, separator, quiet):
+def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, cluster, sharded,
+           quiet):
     """Encode INPUT files into a .tok file (SPEC §7): each document as <|bos|> + its
     text, or with --chat each conversation as <|bos|>, then <|role|> content <|end|>
     per message.
@@ -496,21 +566,36 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, quiet):
     INPUT: Parquet (`text`, or `messages` with --chat), JSONL (`text` / `messages`) or,
     without --chat, plain text; JSONL and text optionally .gz / .zst. Progress goes to
     stderr, the summary to stdout. On any error nothing is left at the output path.
+
+    With --cluster ADDRESS (or --shards, on this machine) OUTPUT is a directory: each
+    INPUT becomes OUTPUT/NNNNN-NAME.tok, listed with its counts in
+    OUTPUT/manifest.json; the shards' tokens, concatenated in manifest order, are
+    those of the single .tok file, and the files are the same bytes for any number of
+    workers. After an error no shard of the run and no manifest is left.
     """
-    from .corpora import estimate_bytes
-    from .tokfile import encode_to_tok
+    from .corpora import budget_batch_bytes, check_streamable, estimate_bytes
+    from .tokfile import BLOCK_BYTES, encode_to_tok
 
     _check_threads(threads)
-    out = _check_output(output)
     tok = _load_tokenizer(tokenizer_path)
     files = [check_file(p) for p in inputs]
+    budget = _memory(memory)
+    batch_bytes = BLOCK_BYTES
+    if budget is not None:
+        batch_bytes = budget_batch_bytes(budget, "encode", files)
+        if not chat:
+            check_streamable(files, batch_bytes, separator)
+    if cluster or sharded:
+        return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
+                               cluster, quiet)
+    out = _check_output(output)
     # chat: the files hold JSON around the contents, so their size is no estimate
     progress = _BytesProgress("encoding", None if chat else estimate_bytes(files),
                               enabled=not quiet)
     t0 = time.perf_counter()
     try:
         s = encode_to_tok(tok, files, out, chat=chat, threads=threads, separator=separator,
-                          progress=progress)
+                          progress=progress, batch_bytes=batch_bytes)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -522,6 +607,45 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, quiet):
     click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
                f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
                f"{took:.2f} s, {rate:.1f} MB/s -> {out}")
+
+
+def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, cluster,
+                    quiet):
+    from .corpora import estimate_bytes
+    from .distributed import encode_sharded
+
+    out = Path(output)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory (with --cluster or "
+                         "--shards, -o names a directory)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{out}: directory {parent} does not exist")
+    progress = _BytesProgress("encoding", None if chat else estimate_bytes(files),
+                              enabled=not quiet)
+    close = None
+    t0 = time.perf_counter()
+    try:
+        client = None
+        if cluster:
+            client, close = _open_cluster(cluster)
+        s = encode_sharded(tok, files, out, client=client, chat=chat, threads=threads,
+                           separator=separator, batch_bytes=batch_bytes, progress=progress)
+    except ValueError as e:
+        progress.close()
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        progress.close()
+        if close is not None:
+            close()
+    took = time.perf_counter() - t0
+    rate = s.source_bytes / 1e6 / took if took > 0 else 0.0
+    what = "conversations" if chat else "documents"
+    where = f"on {cluster}" if cluster else "on this machine"
+    click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
+               f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
+               f"{took:.2f} s, {rate:.1f} MB/s, {len(s.shards)} shard(s) {where} -> "
+               f"{s.manifest}")
 
 
 def _write_stdout(pieces) -> None:

@@ -8,8 +8,9 @@ One streaming reader per format, `iter_documents(path)`, yields the documents of
 file as bytes (UTF-8 for text formats; plain text files are passed through as they
 are, valid UTF-8 or not):
 
-- `.parquet`: the `text` column (string or binary), read in batches of rows with
-  `ParquetFile.iter_batches`; null rows are skipped;
+- `.parquet`: the `text` column (string or binary), read one row group at a time
+  (the unit of streaming: memory holds about one row group) and handed out in batches
+  of rows; null rows are skipped;
 - `.jsonl` / `.ndjson`, optionally `.gz` or `.zst` (zstd needs the `zstandard`
   module): the `text` field of each line, read line by line; blank lines are skipped;
 - anything else, optionally `.gz` / `.zst`: plain text, the whole file one document,
@@ -59,7 +60,7 @@ __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
            "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
            "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch",
-           "parse_size", "budget_batch_bytes", "check_streamable"]
+           "parse_size", "budget_batch_bytes", "check_streamable", "max_row_group_bytes"]
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
@@ -207,18 +208,30 @@ def _open_parquet(p: Path, column: str):
 
 
 def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
-    """(number of the batch's first row, the column's Arrow array) per batch of rows."""
+    """(number of the batch's first row, the column's Arrow array) per batch of rows.
+
+    Read one row group at a time (`read_row_group`), then cut into batches: the row
+    group is the unit of streaming, and this holds about one row group of Arrow memory
+    (measured: ParquetFile.iter_batches held several times that, and its allocator kept
+    the peak), which is given back to the OS after each row group."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
     row = 0
-    batches = pf.iter_batches(columns=[column], batch_size=batch_rows)
-    while True:
+    for g in range(pf.metadata.num_row_groups):
         try:
-            batch = next(batches)
-        except StopIteration:
-            return
+            table = pf.read_row_group(g, columns=[column], use_threads=False)
         except Exception as e:
             raise InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}") from None
-        yield row, batch.column(0)
-        row += batch.num_rows
+        col = table.column(0)
+        part = None
+        del table
+        for start in range(0, len(col), batch_rows):
+            part = col.slice(start, batch_rows)
+            yield row + start, part.combine_chunks() if part.num_chunks != 1 else part.chunk(0)
+        row += len(col)
+        del col, part
+        pool.release_unused()
 
 
 def _iter_parquet(p: Path, batch_rows: int):
@@ -509,19 +522,59 @@ def parse_size(text) -> int:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
-# Data in flight per batch of B text bytes, as multiples of B (measured, see
-# tests/test_streaming.py): encoding holds the batch being read, the one waiting in the
-# prefetch queue and the one being encoded (Python bytes), its padded copy, and the
-# output ids (up to 2 bytes per input byte, plus their copy): about 8 B; counting
+# Data in flight per batch of B text bytes, as multiples of B (measured with
+# tests/test_streaming.py's input): encoding holds the batch being read, the one waiting
+# in the prefetch queue and the one being encoded (Python bytes), its padded copy and
+# the output ids (up to 2 bytes per input byte, and their copy): measured about 8.6 B
+# (12 leaves room for the allocators); counting
 # holds the three batches, the padded copy and the library's per-thread tables.
-BUDGET_SHARES = {"encode": 10, "train": 8}
+BUDGET_SHARES = {"encode": 12, "train": 10}
+# Reading a Parquet row group of G bytes of text peaks at about this many times G
+# (the compressed column chunk, the decompressed pages, the Arrow arrays growing as
+# they are built, the Python bytes of the documents): measured about 11 on pyarrow 26.
+ROW_GROUP_FACTOR = 12
 MIN_BATCH_BYTES = 1 << 20
 
 
-def budget_batch_bytes(budget: int, kind: str = "encode") -> int:
+def max_row_group_bytes(paths) -> int:
+    """The largest row group (uncompressed `text` or `messages` column) of the Parquet
+    files among `paths`; 0 when there is none."""
+    biggest = 0
+    for path in _as_paths(paths):
+        p = Path(path)
+        if file_format(p)[0] != "parquet":
+            continue
+        try:
+            import pyarrow.parquet as pq
+
+            md = pq.ParquetFile(p).metadata
+        except Exception:
+            continue                            # reading will report it
+        for r in range(md.num_row_groups):
+            rg = md.row_group(r)
+            n = sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)
+                    if rg.column(c).path_in_schema.split(".")[0] in ("text", "messages"))
+            biggest = max(biggest, n)
+    return biggest
+
+
+def budget_batch_bytes(budget: int, kind: str = "encode", paths=None) -> int:
     """The batch size (text bytes per library call) that keeps the data in flight of
-    `kind` ("encode" or "train") within `budget` bytes."""
-    return max(MIN_BATCH_BYTES, int(budget) // BUDGET_SHARES[kind])
+    `kind` ("encode" or "train") within `budget` bytes, after setting aside what
+    reading the largest Parquet row group of `paths` takes. InputError when the row
+    groups alone do not fit."""
+    share = BUDGET_SHARES[kind]
+    reserve = ROW_GROUP_FACTOR * max_row_group_bytes(paths) if paths is not None else 0
+    left = int(budget) - reserve
+    if left < share * MIN_BATCH_BYTES:
+        need = reserve + share * MIN_BATCH_BYTES
+        raise InputError(f"--memory {budget / 2**20:.0f}M is too small for these inputs: "
+                         f"their largest Parquet row group holds "
+                         f"{reserve / ROW_GROUP_FACTOR / 1e6:.1f} MB of text (reading it "
+                         f"takes about {reserve / 2**20:.0f}M); give --memory "
+                         f"{-(-need // 2**20)}M or more, or rewrite the files with smaller "
+                         "row groups (asmbpe data prepare --row-group-mb)")
+    return max(MIN_BATCH_BYTES, left // share)
 
 
 def check_streamable(paths, batch_bytes: int, separator=None) -> None:
