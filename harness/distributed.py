@@ -73,7 +73,7 @@ def connect(address: str):
         if n < 1:
             raise ValueError("local:N needs N >= 1")
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=":0", silence_logs=logging.ERROR)
         client = Client(cluster)
 
         def close():
