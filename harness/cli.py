@@ -464,14 +464,30 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
               metavar="FILE", help="Use this tokenizer.bin instead of training one.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
+@click.option("--cluster", default=None, metavar="ADDRESS",
+              help="Instead: the distributed encode (local:N or a scheduler address) "
+                   "against one process on the same shards (overhead in %).")
+@click.option("--shards", "n_shards", type=click.IntRange(min=1), default=8,
+              show_default=True, help="With --cluster: input shards.")
 def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
-                 json_path):
+                 json_path, cluster, n_shards):
     """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
     same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
-    asmbpe's)."""
+    asmbpe's). With --cluster: the distributed path against one process."""
     from .bench_encode import IMPLS, bench_encode, write_rows
 
     tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
+    if cluster:
+        import json
+
+        from .bench_cluster import bench_cluster
+
+        row = bench_cluster(corpus, limit_mb, vocab_size, runs, cluster, tok,
+                            shards=n_shards, out=click.echo)
+        if json_path:
+            Path(json_path).write_text(json.dumps(row, indent=1) + "\n")
+            click.echo(f"wrote 1 row to {json_path}")
+        return
     rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
                         impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo)
     if json_path:
