@@ -584,7 +584,7 @@ def lines(results: list[Result], info: dict, baseline: dict | None = None,
     ratios = compare(results, baseline) if baseline else {}
     out = [f"bench: cycles = TSC ticks at {hz / 1e9:.3f} GHz (measured), {info['cpu']}; "
            f"{info['samples']} samples per function, slowest {100 - info['keep_percentile']}% "
-           f"dropped, the trampoline's cost subtracted ({_overheads(info)} cycles/call)"]
+           f"dropped, the trampoline's cost per call subtracted ({_overheads(info)})"]
     if baseline:
         out.append(f"baseline: {baseline_name} (commit {baseline.get('commit') or '?'}, "
                    f"{baseline.get('date', '?')}); ratio = cycles now / cycles then, < 1 is faster")
