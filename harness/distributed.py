@@ -137,9 +137,7 @@ def count_shard(path: str, *, separator=None, max_word_bytes: int = 256,
     threads = _my_threads(threads, threads_map) or min(os.cpu_count() or 1, MAX_THREADS)
     table = WordTable()
     size = docs_n = 0
-    # one Packer kept alive across the calls (as harness.train does): WordTable.count
-    # packs into a temporary Packer whose buffer can be freed before the library reads
-    # it (the pointer it passes does not keep the array alive)
+    # one Packer reused for every batch (as harness.train does): no fresh buffer each
     packer = Packer()
     try:
         for docs in prefetch(iter_batches(path, batch_bytes, separator=separator)):

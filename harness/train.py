@@ -302,8 +302,10 @@ class WordTable:
                              else min(os.cpu_count() or 1, MAX_THREADS), 1, MAX_THREADS)
         max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
         if docs:
-            ptr, ends, _ = Packer().pack(docs)
+            packer = Packer()               # keeps the buffer alive during the call
+            ptr, ends, _ = packer.pack(docs)
             self._count_packed(ptr, ends, threads, max_word_bytes)
+            del packer
 
     def export(self) -> tuple[bytes, np.ndarray, np.ndarray]:
         """(word bytes concatenated, end offsets uint64, counts uint64), table order."""
