@@ -125,7 +125,8 @@ void asmbpe_enc_free(asmbpe_enc *e);
  * calls so far, ASMBPE_ES_COUNT entries.  The cycle counts are kept only by
  * calls with ASMBPE_ENC_PROFILE: pre-tokenizer, cache (hashing, probing,
  * copying hits), merge (cache misses and uncached chunks), write (moving ids
- * into document order, thread 0), total (the thread's whole run). */
+ * into document order, thread 0, after the others), total (the thread's run,
+ * not counting write). */
 enum {
     ASMBPE_ES_CHUNKS = 0, ASMBPE_ES_HITS, ASMBPE_ES_LONGS,
     ASMBPE_ES_CYC_PRETOK, ASMBPE_ES_CYC_CACHE, ASMBPE_ES_CYC_MERGE,

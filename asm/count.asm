@@ -9,6 +9,8 @@
 %define COUNT_HERE
 %include "wordtab.inc"
 
+%define MERGE_AHEAD 8               ; slots between a prefetch and its insert
+
 extern asmbpe_memeq
 extern asmbpe_split_offsets
 
@@ -333,6 +335,9 @@ count_worker:
     call        lower_bound_doc
     mov         [rsp + L_DOCEND], rax
 .range_done:
+    mov         rcx, [rsp + L_TID]              ; this thread's table: kept
+    cmp         qword [r12 + C_TABLES + rcx * 8], 0     ; from the last call,
+    jne         .doc                            ; or a new one
     mov         edi, T_INIT_SLOTS
     xor         esi, esi
     call        asmbpe_tab_alloc
@@ -419,6 +424,8 @@ count_worker:
     jne         .insert
     cmp         [rax + S_LEN], rdx
     jne         .insert
+    cmp         qword [rax + S_COUNT], 0        ; an emptied slot: its key
+    je          .insert                         ; points into freed text
     mov         r9, [rax + S_KEY]
     mov         r10, [r9 + rdx - 8]
     xor         r10, [rsi + rdx - 8]
@@ -468,8 +475,21 @@ FUNC asmbpe_wordtab_new, 0, 1, 0
     jmp         asmbpe_tab_alloc
 ENDFUNC
 
-FUNC asmbpe_wordtab_free, 1, 1, 0, t
-    jmp         asmbpe_tab_free
+FUNC asmbpe_wordtab_free, 1, 11, 0, t
+    mov         rbx, tq                         ; the kept thread tables first
+    test        rbx, rbx
+    jz          .ret
+    xor         ebp, ebp
+.thread_tab:
+    mov         rdi, [rbx + T_THREAD_TABS + rbp * 8]
+    call        asmbpe_tab_free
+    inc         ebp
+    cmp         ebp, MAX_THREADS
+    jb          .thread_tab
+    mov         rdi, rbx
+    call        asmbpe_tab_free
+.ret:
+    RET
 ENDFUNC
 
 FUNC asmbpe_wordtab_size, 1, 1, 0, t
@@ -525,10 +545,10 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
     mov         [rsp + C_TOTAL], rax
     mov         qword [rsp + C_STATUS], 0
     mov         r12, threadsq
-    lea         rdi, [rsp + C_TABLES]
+    lea         rdi, [rsp + C_TABLES]           ; the thread tables kept in t
+    lea         rsi, [rbx + T_THREAD_TABS]
     mov         ecx, MAX_THREADS
-    xor         eax, eax
-    rep stosq
+    rep movsq
     mov         rax, [rbx + T_USED]
     cmp         qword [rsp + C_TOTAL], 0
     je          .ret
@@ -554,9 +574,19 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
 .merge_slot:
     cmp         r15, rbp
     jae         .free_table
+    lea         rax, [r15 + MERGE_AHEAD * SLOT]
+    cmp         rax, rbp
+    jae         .no_prefetch
+    mov         rax, [rax + S_HASH]             ; prefetch the slot of t that
+    and         rax, [rbx + T_MASK]             ; the slot MERGE_AHEAD further
+    shl         rax, 5                          ; on will probe first
+    add         rax, [rbx + T_SLOTS]
+    prefetcht0  [rax]
+.no_prefetch:
     mov         r8, [r15 + S_COUNT]
     test        r8, r8
     jz          .merge_next
+    mov         qword [r15 + S_COUNT], 0        ; (emptied for the next call)
     mov         rdi, rbx
     mov         rsi, [r15 + S_KEY]
     mov         rdx, [r15 + S_LEN]
@@ -569,9 +599,10 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
 .merge_next:
     add         r15, SLOT
     jmp         .merge_slot
-.free_table:
-    mov         rdi, r14
-    call        asmbpe_tab_free
+.free_table:                                    ; keep it, empty, in t
+    mov         qword [r14 + T_USED], 0
+    mov         qword [r14 + T_TOTAL], 0
+    mov         [rbx + T_THREAD_TABS + r13 * 8], r14
 .next_table:
     inc         r13
     jmp         .merge_table
