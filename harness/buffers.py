@@ -92,19 +92,116 @@ class Packer:
     def __init__(self):
         self.array = np.empty(0, dtype=np.uint8)
 
-    def pack(self, docs: list[bytes]):
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
-        ends = np.cumsum(lengths, dtype=np.uint64)
-        n = int(ends[-1]) if len(ends) else 0
+    def pack(self, docs):
+        if isinstance(docs, TextBatch):
+            ends, n = docs.ends, docs.nbytes
+        else:
+            lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
+            ends = np.cumsum(lengths, dtype=np.uint64)
+            n = int(ends[-1]) if len(ends) else 0
         if len(self.array) < n + 2 * PAD:
             self.array = np.empty(0, dtype=np.uint8)          # free before growing
             self.array = np.empty(max(n + 2 * PAD, 1 << 16), dtype=np.uint8)
             self.array[:PAD] = PAD_BYTE
-        view = memoryview(self.array)
-        pos = PAD
-        for d in docs:
-            view[pos:pos + len(d)] = d
-            pos += len(d)
+        if isinstance(docs, TextBatch):
+            pos = PAD
+            for data, _ in docs.parts:
+                self.array[pos:pos + len(data)] = data
+                pos += len(data)
+        else:
+            view = memoryview(self.array)
+            pos = PAD
+            for d in docs:
+                view[pos:pos + len(d)] = d
+                pos += len(d)
         self.array[pos:pos + PAD] = PAD_BYTE
         ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
         return ptr, ends, n
+
+
+class TextBatch:
+    """Documents as contiguous uint8 arrays plus end offsets: the layout of Arrow binary
+    columns, kept as is, so a Parquet batch reaches the library with one copy (into the
+    Packer's buffer) and no Python object per document. `parts` is a list of (data
+    uint8, ends uint64, offsets within that part) pieces; joining batches only joins
+    the lists. A read-only sequence of bytes (`batch[i]`) for everything else."""
+
+    __slots__ = ("parts", "_ends")
+
+    def __init__(self, data: np.ndarray, ends: np.ndarray):
+        self.parts = [(data, ends)] if len(ends) else []
+        self._ends = None
+
+    @classmethod
+    def from_arrow(cls, arr) -> "TextBatch":
+        """From a pyarrow (large_)binary or (large_)string array; nulls are dropped."""
+        if arr.null_count:
+            arr = arr.filter(arr.is_valid())
+        n = len(arr)
+        if n == 0:
+            return cls(np.zeros(0, np.uint8), np.zeros(0, np.uint64))
+        bufs = arr.buffers()
+        wide = arr.type.id in (_arrow_ids()["large"])
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if wide else np.int32)
+        offsets = offsets[arr.offset:arr.offset + n + 1]
+        first, last = int(offsets[0]), int(offsets[-1])
+        data = (np.frombuffer(bufs[2], dtype=np.uint8)[first:last] if bufs[2] is not None
+                else np.zeros(0, np.uint8))
+        return cls(data, (offsets[1:] - first).astype(np.uint64))
+
+    @classmethod
+    def concat(cls, batches: list) -> "TextBatch":
+        out = cls(np.zeros(0, np.uint8), np.zeros(0, np.uint64))
+        out.parts = [p for b in batches for p in b.parts]
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(d) for d, _ in self.parts)
+
+    @property
+    def ends(self) -> np.ndarray:
+        """End offsets of the documents in the joined text (uint64)."""
+        if self._ends is None:
+            shifts = np.cumsum([0] + [len(d) for d, _ in self.parts[:-1]], dtype=np.uint64)
+            self._ends = (np.concatenate([e + s for (_, e), s in zip(self.parts, shifts)])
+                          if self.parts else np.zeros(0, np.uint64))
+        return self._ends
+
+    def split(self, k: int) -> tuple["TextBatch", "TextBatch"]:
+        """(the first k documents, the rest), as views; a one-part batch only."""
+        (data, ends), = self.parts
+        cut = int(ends[k - 1]) if k else 0
+        return (TextBatch(data[:cut], ends[:k]),
+                TextBatch(data[cut:], ends[k:] - np.uint64(cut)))
+
+    def __len__(self) -> int:
+        return sum(len(e) for _, e in self.parts)
+
+    def __iter__(self):
+        for data, ends in self.parts:
+            start = 0
+            for end in ends.tolist():
+                yield data[start:end].tobytes()
+                start = end
+
+    def __getitem__(self, i: int) -> bytes:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i %= n
+        for data, ends in self.parts:
+            if i < len(ends):
+                start = int(ends[i - 1]) if i else 0
+                return data[start:int(ends[i])].tobytes()
+            i -= len(ends)
+
+
+def _arrow_ids() -> dict:
+    import pyarrow as pa
+    return {"large": (pa.large_binary().id, pa.large_string().id)}
+
+
+def batch_bytes_of(docs) -> int:
+    """Text bytes of a batch: a TextBatch or a list of bytes."""
+    return docs.nbytes if isinstance(docs, TextBatch) else sum(map(len, docs))

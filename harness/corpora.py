@@ -45,6 +45,9 @@ import struct
 import threading
 from pathlib import Path
 
+import numpy as np
+
+from .buffers import TextBatch
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
 
 try:                                    # a click-friendly error when click is there
@@ -234,7 +237,8 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
         pool.release_unused()
 
 
-def _iter_parquet(p: Path, batch_rows: int):
+def _parquet_text_columns(p: Path, batch_rows: int):
+    """The `text` column of a Parquet file as binary Arrow arrays, batch by batch."""
     import pyarrow as pa
 
     pf, kind = _open_parquet(p, "text")
@@ -245,10 +249,29 @@ def _iter_parquet(p: Path, batch_rows: int):
     else:
         raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
     for _, column in _parquet_batches(p, pf, "text", batch_rows):
-        # string -> binary is a zero-copy cast; to_pylist then gives bytes directly
-        for doc in column.cast(as_bytes).to_pylist():
+        yield column.cast(as_bytes)                 # string -> binary: zero-copy
+
+
+def _iter_parquet(p: Path, batch_rows: int):
+    for column in _parquet_text_columns(p, batch_rows):
+        for doc in column.to_pylist():              # bytes directly
             if doc is not None:
                 yield doc
+
+
+def _iter_parquet_text_batches(p: Path, batch_rows: int):
+    """As _iter_parquet, but TextBatch blocks (one copy, no object per document)."""
+    for column in _parquet_text_columns(p, batch_rows):
+        yield TextBatch.from_arrow(column)
+
+
+def _iter_batch_items(path, separator):
+    """iter_batches' reader: TextBatch blocks for Parquet, documents otherwise."""
+    p = check_file(path)
+    fmt, compression = file_format(p)
+    if fmt == "parquet" and not compression:
+        return _iter_parquet_text_batches(p, PARQUET_BATCH_ROWS)
+    return iter_documents(p, separator=separator)
 
 
 def _iter_jsonl(p: Path, compression: str | None):
@@ -398,7 +421,7 @@ def iter_batches(paths, batch_bytes: int = BATCH_BYTES, *, separator=None,
     With `limit_bytes`, whole documents are read until their total reaches it."""
     files = _checked(paths)
     return _batches(files, max(1, int(batch_bytes)),
-                    lambda p: iter_documents(p, separator=separator), len, "documents",
+                    lambda p: _iter_batch_items(p, separator), len, "documents",
                     int(limit_bytes) if limit_bytes else None)
 
 
@@ -420,11 +443,30 @@ def _checked(paths) -> list[Path]:
 
 
 def _batches(files, batch_bytes, read, size_of, noun, limit):
+    """Group items into batches of about batch_bytes (see iter_batches). Items are
+    documents (size_of gives their size), or TextBatch blocks of documents (from
+    Parquet), which are cut at the same documents and joined into TextBatch batches;
+    the two kinds never share a batch."""
     batch: list = []
     size = total = 0
+    blocks = TextBatchBuilder(batch_bytes, limit)
     for p in files:
         items = 0
         for item in read(p):
+            if isinstance(item, TextBatch):
+                if not len(item):
+                    continue
+                items += len(item)
+                if batch:                       # documents before blocks: their own batch
+                    yield batch
+                    batch, size = [], 0
+                for full in blocks.add(item):
+                    yield full
+                if blocks.done:
+                    return
+                continue
+            if len(blocks):
+                yield blocks.flush()
             items += 1
             n = size_of(item)
             batch.append(item)
@@ -438,8 +480,51 @@ def _batches(files, batch_bytes, read, size_of, noun, limit):
                 batch, size = [], 0
         if not items:
             raise InputError(f"{p}: is empty (no {noun})")
+        total = max(total, blocks.total)
+        blocks.total = total
     if batch:
         yield batch
+    if len(blocks):
+        yield blocks.flush()
+
+
+class TextBatchBuilder:
+    """Joins TextBatch blocks into batches: a batch ends with the document that makes
+    it reach batch_bytes, and with `limit`, reading ends with the document that makes
+    the total reach it (as _batches does for single documents)."""
+
+    def __init__(self, batch_bytes: int, limit: int | None):
+        self.batch_bytes, self.limit = batch_bytes, limit
+        self.parts: list = []
+        self.size = self.total = 0
+        self.done = False
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def flush(self) -> TextBatch:
+        out = TextBatch.concat(self.parts)
+        self.parts, self.size = [], 0
+        return out
+
+    def add(self, block: TextBatch):
+        while len(block) and not self.done:
+            cum = block.ends.astype(np.int64)
+            need = self.batch_bytes - self.size
+            if self.limit is not None:
+                need = min(need, self.limit - self.total)
+            k = int(np.searchsorted(cum, need, side="left"))    # first doc reaching it
+            if k >= len(block):                 # the whole block fits
+                self.parts.append(block)
+                self.size += block.nbytes
+                self.total += block.nbytes
+                return
+            head, block = block.split(k + 1)
+            self.parts.append(head)
+            self.total += head.nbytes
+            if self.limit is not None and self.total >= self.limit:
+                self.done = True
+            yield self.flush()
 
 
 def read_documents(path, limit_bytes: int | None = None, *, separator=None) -> list[bytes]:

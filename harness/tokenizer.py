@@ -227,8 +227,10 @@ class Tokenizer:
         bytes-like) in one call: (every document's tokens concatenated in order, uint16;
         the token count of each document, uint64). bos: prefix each with <|bos|>."""
         from . import encoder
+        from .buffers import TextBatch
 
-        data = [_doc_bytes(doc, k) for k, doc in enumerate(docs)]
+        data = docs if isinstance(docs, TextBatch) else [
+            _doc_bytes(doc, k) for k, doc in enumerate(docs)]
         return encoder.encode_many(self, data, threads, bos=bos, cache=cache)
 
     def encode(self, text, *, bos: bool = False, cache: bool = True) -> np.ndarray:

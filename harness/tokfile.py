@@ -287,6 +287,7 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
     (`messages`), each rendered by `Tokenizer.render_chat` (MASKBIT on what the model
     should learn). The next block is read on a thread while this one is encoded.
     InputError for bad input, naming the file and line or row."""
+    from .buffers import batch_bytes_of
     from .corpora import conversation_bytes, iter_batches, iter_conversation_batches, prefetch
 
     if chat:
@@ -300,7 +301,7 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
     else:
         for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator)):
             tokens, _ = tokenizer.encode_many(docs, threads, bos=True)
-            yield tokens, len(docs), sum(map(len, docs))
+            yield tokens, len(docs), batch_bytes_of(docs)
 
 
 @dataclass

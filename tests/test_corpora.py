@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,24 @@ def test_estimate_bytes(tmp_path):
     z = tmp_path / "a.txt.zst"
     z.write_bytes(zstd_compress(b"z" * 777))
     assert estimate_bytes(z) == 777
+
+
+def test_parquet_batches_are_text_batches_with_the_same_documents(corpus_files):
+    """iter_batches hands Parquet text on as TextBatch blocks (no Python object per
+    document): the same documents, batch boundaries and limit as document by document."""
+    from harness.buffers import TextBatch
+    from harness.corpora import iter_batches, iter_documents, read_documents
+    path = min(corpus_files, key=lambda p: p.stat().st_size)
+    docs = list(iter_documents(path))
+    batches = list(iter_batches(path, 1 << 20))
+    assert all(isinstance(b, TextBatch) for b in batches)
+    assert [d for b in batches for d in b] == docs
+    for b in batches[:-1]:                  # each batch ends with the doc reaching 1 MB
+        sizes = [len(d) for d in b]
+        assert sum(sizes) - sizes[-1] < 1 << 20 <= sum(sizes)
+        assert b.nbytes == sum(sizes) and len(b.ends) == len(b)
+    limited = list(iter_batches(path, 1 << 20, limit_bytes=3 << 20))
+    assert [d for b in limited for d in b] == read_documents(path, 3 << 20)
+    kjv = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
+    mixed = list(iter_batches([kjv, path], 1 << 20))
+    assert sum(len(b) for b in mixed) == 1 + len(docs)
