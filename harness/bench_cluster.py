@@ -66,8 +66,8 @@ def bench_cluster(corpus: str, limit_mb: float, vocab_size: int, runs: int, addr
             for k in range(runs):                   # interleaved: load on the machine
                 single.append(once("single", k, None)[0])   # hits both alike
                 cluster.append(once("cluster", k, client)[0])
-            same = all((root / f"single-0" / n).read_bytes() ==
-                       (root / f"cluster-0" / n).read_bytes()
+            same = all((root / "single-0" / n).read_bytes() ==
+                       (root / "cluster-0" / n).read_bytes()
                        for n in os.listdir(root / "single-0"))
         finally:
             close()

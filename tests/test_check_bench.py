@@ -6,7 +6,6 @@ import json
 import re
 
 import numpy as np
-import pytest
 
 from cli_util import invoke
 from harness import checkasm_bench as cb

@@ -94,7 +94,7 @@ def test_encode_same_bytes(client, shards, tok, tmp_path, name):
     files = shards[name]
     one = encode_to_tok(tok, files, tmp_path / "one.tok")
     local = D.encode_sharded(tok, files, tmp_path / "local")
-    dist = D.encode_sharded(tok, files, tmp_path / "dist", client=client)
+    D.encode_sharded(tok, files, tmp_path / "dist", client=client)
     names = [e["file"] for e in local.shards]
     assert listing(tmp_path / "dist") == sorted(names + ["manifest.json"])
     for n in names:
