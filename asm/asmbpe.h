@@ -121,6 +121,13 @@ typedef struct asmbpe_enc asmbpe_enc;
 asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges);
 void asmbpe_enc_free(asmbpe_enc *e);
 
+/* encode.asm: the bytes of ids[0, n), each id < 256 + n_merges (the caller
+ * strips MASKBIT and handles specials): written to out if they fit in cap, their
+ * number returned either way; ASMBPE_EINVAL at an id out of range,
+ * ASMBPE_ENOMEM.  The id -> bytes table is built on the first call. */
+int64_t asmbpe_decode(asmbpe_enc *e, const uint16_t *ids, uint64_t n,
+                      uint8_t *out, uint64_t cap);
+
 /* encode.asm: counters of thread index tid (~0: all threads summed) over all
  * calls so far, ASMBPE_ES_COUNT entries.  The cycle counts are kept only by
  * calls with ASMBPE_ENC_PROFILE: pre-tokenizer, cache (hashing, probing,

@@ -112,6 +112,15 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     shr         rcx, 3
     mov         rax, -1
     rep stosq
+    lea         rdi, [rbp * 4 + 4]              ; a copy of the merges (for
+    call        asmbpe_map                      ; the id -> bytes table)
+    test        rax, rax
+    jz          .fail_slots
+    mov         [r14 + E_MERGES], rax
+    mov         rdi, rax
+    mov         rsi, rbx
+    lea         rcx, [rbp * 4]
+    rep movsb
     LOAD_TABLE  r14
     xor         esi, esi                        ; merge i
 .insert:
@@ -136,6 +145,10 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
 .done:
     mov         rax, r14
     jmp         .ret
+.fail_slots:
+    mov         rdi, [r14 + E_SLOTS]
+    mov         rsi, [r14 + E_SLOTBYTES]
+    call        asmbpe_unmap
 .fail:
     mov         rdi, r14
     mov         esi, (E_SIZE + 4095) & ~4095
@@ -176,12 +189,184 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
     mov         rdi, [rbx + E_SLOTS]
     mov         rsi, [rbx + E_SLOTBYTES]
     call        asmbpe_unmap
+    mov         rbp, [rbx + E_NMERGES]
+    mov         rdi, [rbx + E_MERGES]
+    lea         rsi, [rbp * 4 + 4]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + E_TOKOFF]
+    lea         rsi, [rbp * 8 + 257 * 8]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + E_TOKBYTES]
+    mov         rsi, [rbx + E_TOKCAP]
+    call        asmbpe_unmap
     mov         rdi, rbx
     mov         esi, (E_SIZE + 4095) & ~4095
     call        asmbpe_unmap
 .ret:
     RET
 ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_decode(asmbpe_enc *e, const uint16_t *ids, uint64_t n,
+;                       uint8_t *out, uint64_t cap)
+; The bytes of ids[0, n), every id < 256 + n_merges (the caller strips
+; MASKBIT and handles the specials): written to out when they fit in cap
+; (else nothing past cap is written), and their number returned either way.
+; ASMBPE_EINVAL at an id out of range, ASMBPE_ENOMEM when the id -> bytes
+; table (built on the first call: each merge's bytes are its parts' bytes)
+; cannot be had or would pass TOK_MAX_BYTES.  Reads up to 15 bytes past a
+; token's bytes in the table (padded).
+;-----------------------------------------------------------------------------
+FUNC asmbpe_decode, 5, 15, 1, e, ids, n, out, cap
+    mov         rbx, eq
+    mov         r12, idsq
+    mov         r13, nq
+    mov         r14, outq
+    mov         r15, capq
+    cmp         qword [rbx + E_TOKOFF], 0
+    jne         .have_table
+    call        build_tokens                    ; rbx = e
+    test        rax, rax
+    jnz         .ret
+.have_table:
+    mov         r8, [rbx + E_TOKOFF]
+    mov         r9, [rbx + E_TOKBYTES]
+    mov         r10, [rbx + E_NMERGES]
+    add         r10, 256                        ; ids defined
+    xor         ebp, ebp                        ; bytes so far
+    xor         r11d, r11d                      ; i
+.id:
+    cmp         r11, r13
+    jae         .done
+    movzx       eax, word [r12 + r11 * 2]
+    inc         r11
+    cmp         rax, r10
+    jae         .einval
+    mov         rsi, [r8 + rax * 8]
+    mov         rcx, [r8 + rax * 8 + 8]
+    sub         rcx, rsi                        ; its length
+    add         rsi, r9
+    lea         rdx, [rbp + rcx]
+    cmp         rdx, r15
+    ja          .count_only                     ; past cap: count, write nothing
+    lea         rdi, [r14 + rbp]
+    mov         rbp, rdx
+    cmp         rcx, 16
+    ja          .long
+    lea         rax, [rdi + 16]                 ; a 16-byte store fits in cap?
+    sub         rax, r14
+    cmp         rax, r15
+    ja          .long
+    vmovdqu     xmm0, [rsi]
+    vmovdqu     [rdi], xmm0
+    jmp         .id
+.long:
+    rep movsb
+    jmp         .id
+.count_only:
+    mov         rbp, rdx
+    jmp         .id
+.done:
+    mov         rax, rbp
+    jmp         .ret
+.einval:
+    mov         rax, ASMBPE_EINVAL
+.ret:
+    RET
+ENDFUNC
+
+; build_tokens: rbx = encoder.  Fills E_TOKOFF and E_TOKBYTES.  rax = 0, or
+; ASMBPE_ENOMEM.  Keeps rbx, r12-r15; clobbers the rest.
+build_tokens:
+    SAVE        rbx, r12, r13, r14, r15, rbp    ; (6: calls aligned)
+    mov         r12, [rbx + E_NMERGES]
+    lea         rdi, [r12 * 8 + 257 * 8]        ; offsets [256 + n + 1]
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         r13, rax
+    xor         eax, eax                        ; lengths first, in off[id + 1]
+.bytes:
+    mov         qword [r13 + rax * 8 + 8], 1
+    inc         eax
+    cmp         eax, 256
+    jb          .bytes
+    mov         r14, [rbx + E_MERGES]
+    xor         ecx, ecx                        ; merge k
+    mov         r15d, 256                       ; bytes in all
+.merge_len:
+    cmp         rcx, r12
+    jae         .lengths_done
+    mov         eax, [r14 + rcx * 4]
+    movzx       edx, ax                         ; left
+    shr         eax, 16                         ; right
+    mov         rdx, [r13 + rdx * 8 + 8]
+    add         rdx, [r13 + rax * 8 + 8]
+    mov         [r13 + rcx * 8 + 257 * 8], rdx
+    add         r15, rdx
+    cmp         r15, TOK_MAX_BYTES
+    ja          .too_big
+    inc         rcx
+    jmp         .merge_len
+.lengths_done:
+    xor         eax, eax                        ; lengths -> start offsets
+    xor         edx, edx
+    lea         rcx, [r12 + 256]
+.prefix:
+    add         rdx, [r13 + rax * 8 + 8]
+    mov         [r13 + rax * 8 + 8], rdx
+    inc         rax
+    cmp         rax, rcx
+    jb          .prefix
+    lea         rdi, [r15 + 4095 + 16]          ; the bytes, and 16 to spare
+    and         rdi, ~4095
+    mov         rbp, rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .free_off
+    mov         [rbx + E_TOKCAP], rbp
+    mov         rbp, rax
+    xor         eax, eax
+.byte_ids:
+    mov         [rbp + rax], al
+    inc         eax
+    cmp         eax, 256
+    jb          .byte_ids
+    xor         r8d, r8d                        ; merge k: left's bytes, right's
+.merge_bytes:
+    cmp         r8, r12
+    jae         .built
+    mov         rdi, [r13 + r8 * 8 + 256 * 8]
+    add         rdi, rbp
+    mov         eax, [r14 + r8 * 4]
+    movzx       edx, ax
+    shr         eax, 16
+    mov         rsi, [r13 + rdx * 8]
+    mov         rcx, [r13 + rdx * 8 + 8]
+    sub         rcx, rsi
+    add         rsi, rbp
+    rep movsb
+    mov         rsi, [r13 + rax * 8]
+    mov         rcx, [r13 + rax * 8 + 8]
+    sub         rcx, rsi
+    add         rsi, rbp
+    rep movsb
+    inc         r8
+    jmp         .merge_bytes
+.built:
+    mov         [rbx + E_TOKBYTES], rbp
+    mov         [rbx + E_TOKOFF], r13
+    xor         eax, eax
+    jmp         .ret
+.too_big:
+.free_off:
+    mov         rdi, r13
+    lea         rsi, [r12 * 8 + 257 * 8]
+    call        asmbpe_unmap
+.enomem:
+    mov         rax, ASMBPE_ENOMEM
+.ret:
+    RESTORE
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out)

@@ -539,6 +539,31 @@ def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: 
     return out_full[32:32 + got].tolist(), counts.tolist()
 
 
+def _check_decode(ctx: Ctx, enc, ids: list[int], text: bytes, case: str) -> None:
+    """asmbpe_decode of ids gives text back; with a cap short of it, writes nothing past
+    the cap and still returns the full size; an id out of range is refused."""
+    arr = np.array(ids + [0] * 8, dtype=np.uint16)
+    for cap in (len(text), len(text) // 2):
+        full = np.full(cap + 128, 0x99, dtype=np.uint8)
+        ctx.on(f"asmbpe_decode: {case}: cap {cap}")
+        got = ctx.call("asmbpe_decode", enc, ffi.from_buffer("uint16_t[]", arr), len(ids),
+                       ffi.from_buffer("uint8_t[]", full[64:]), cap)
+        if got != len(text):
+            ctx.fail(f"asmbpe_decode: {case}: cap {cap}: returned {got}, want {len(text)}")
+        elif np.any(full[:64] != 0x99) or np.any(full[64 + cap:] != 0x99):
+            ctx.fail(f"asmbpe_decode: {case}: cap {cap}: wrote outside [0, cap)")
+        elif cap == len(text) and full[64:64 + cap].tobytes() != text:
+            ctx.fail(f"asmbpe_decode: {case}: the bytes differ from the text")
+    if ids:
+        arr[len(ids) // 2] = 0xFFFF
+        ctx.on(f"asmbpe_decode: {case}: an id out of range")
+        full = np.zeros(len(text) + 64, dtype=np.uint8)
+        got = ctx.call("asmbpe_decode", enc, ffi.from_buffer("uint16_t[]", arr), len(ids),
+                       ffi.from_buffer("uint8_t[]", full), len(text))
+        if got != (1 << 64) - 1:
+            ctx.fail(f"asmbpe_decode: {case}: id 0xFFFF gave {got}, want ASMBPE_EINVAL")
+
+
 @register("asmbpe_encode")
 def check_encode(ctx: Ctx) -> None:
     arena = GuardedArena(MB + 4096)
@@ -578,6 +603,8 @@ def check_encode(ctx: Ctx) -> None:
             if res is None:
                 continue
             ids, counts = res
+            if not flags & 1:                   # no <|bos|>: decode them back
+                _check_decode(ctx, enc, ids, b"".join(docs), case)
             if ids != want or counts != want_counts:
                 at = next((j for j, (x, y) in enumerate(zip(ids, want)) if x != y), min(len(ids), len(want)))
                 ctx.fail(f"asmbpe_encode: {case}: id {at} is {ids[at] if at < len(ids) else None}, "

@@ -377,16 +377,35 @@ def bench_encode(env: Env) -> list[Case]:
     return cases
 
 
+@bench("asmbpe_decode")
+def bench_decode(env: Env) -> list[Case]:
+    """The ids of 16 KB of text back to bytes (512 merges; the table built before)."""
+    n = 1 << 14
+    L = env.L
+    e, m = _encoder(env)
+    sets, keep = [], [m]
+    for k in range(2):
+        buf, ends = env.docs(k, n)
+        ids = np.zeros(n + 64, dtype=np.uint16)
+        counts = np.zeros(len(ends), dtype=np.uint64)
+        got = L.asmbpe_encode(e, buf.ptr, ffi.from_buffer("uint64_t[]", ends), len(ends), 1, 0,
+                              ffi.from_buffer("uint16_t[]", ids),
+                              ffi.from_buffer("uint64_t[]", counts))
+        out = np.zeros(n + 64, dtype=np.uint8)
+        sets.append([_ptr(e), _ptr(ids), got, _ptr(out), len(out)])
+        keep += [buf, ends, ids, counts, out]
+    L.asmbpe_decode(e, ffi.from_buffer("uint16_t[]", keep[3]), 0,
+                    ffi.from_buffer("uint8_t[]", keep[-1]), 0)     # builds the table
+    return [Case(f"asmbpe_decode {n >> 10} KB", "asmbpe_decode", sets, n, keep=keep,
+                 after=lambda: L.asmbpe_enc_free(e))]
+
+
 @bench("asmbpe_enc_stats")
 def bench_enc_stats(env: Env) -> list[Case]:
     L = env.L
     e, m = _encoder(env)
-    n_es = int(getattr(L, "ASMBPE_ES_COUNT", 3))
-    out = np.zeros(n_es + 8, dtype=np.uint64)
-    if hasattr(L, "ASMBPE_ES_COUNT"):           # (e, tid, out): all threads summed
-        sets = [[_ptr(e), NONE64, _ptr(out)]]
-    else:                                       # (e, out)
-        sets = [[_ptr(e), _ptr(out)]]
+    out = np.zeros(int(L.ASMBPE_ES_COUNT) + 8, dtype=np.uint64)
+    sets = [[_ptr(e), NONE64, _ptr(out)]]        # all threads summed
     return [Case("asmbpe_enc_stats", "asmbpe_enc_stats", sets, per_sample=4, keep=[out, m],
                  after=lambda: L.asmbpe_enc_free(e))]
 

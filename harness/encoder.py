@@ -19,7 +19,7 @@ import numpy as np
 from ._lib import ffi, lib
 from .buffers import Packer
 
-__all__ = ["encode_many", "encoder_stats", "MAX_THREADS"]
+__all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
 MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
 SMALL_BYTES = 1 << 16                    # below this, one thread (starting one costs more)
@@ -102,6 +102,26 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     if got < 0:
         raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
     return tokens, counts
+
+
+def decode_ids(tokenizer, ids: np.ndarray) -> bytes:
+    """The bytes of ids (uint16, each < 256 + n_merges: no MASKBIT, no specials), by
+    the library's id -> bytes table (asmbpe_decode)."""
+    ids = np.ascontiguousarray(ids, dtype=np.uint16)
+    L = lib()
+    enc = _encoder(tokenizer)
+    cap = 4 * len(ids) + 64
+    with enc.lock:
+        while True:
+            out = np.empty(cap, dtype=np.uint8)
+            n = L.asmbpe_decode(enc.handle, ffi.from_buffer("uint16_t[]", ids), len(ids),
+                                ffi.from_buffer("uint8_t[]", out), cap)
+            if n < 0:
+                raise (MemoryError if n == -2 else ValueError)(
+                    f"asmbpe_decode failed: {STATUS_TEXT.get(n, n)}")
+            if n <= cap:
+                return out[:n].tobytes()
+            cap = n
 
 
 STAT_NAMES = ("chunks", "cache_hits", "long_chunks", "cycles_pretok", "cycles_cache",

@@ -22,7 +22,6 @@ the same checks on the merges it is given (a plain ValueError, no offsets).
 """
 from __future__ import annotations
 
-import functools
 import os
 import struct
 from collections.abc import Mapping
@@ -50,7 +49,6 @@ assert len(SPECIALS) == N_SPECIAL
 
 MASKBIT = 0x8000       # chat output: set on the tokens the model should learn (SPEC §5)
 CHAT_ROLES = ("user", "assistant", "system")   # each has the special <|role|>
-_DECODE_BLOCK = 1 << 20                         # ids gathered per numpy pass in decode
 
 # magic, version, pre-tokenizer id, vocab_size, n_merges, n_special, hash
 _HEADER = struct.Struct("<8sHHIIIQ")
@@ -286,16 +284,6 @@ class Tokenizer:
 
     # -- decoding
 
-    @functools.cached_property
-    def _decode_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(blob, starts, lengths): the bytes of every id (`id_to_bytes`) laid end to
-        end in one uint8 array; id i is blob[starts[i]:starts[i] + lengths[i]]."""
-        pieces = self.id_to_bytes()
-        lengths = np.array([len(p) for p in pieces], dtype=np.int64)
-        starts = np.cumsum(lengths) - lengths
-        blob = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-        return blob, starts, lengths
-
     def decode_bytes(self, ids) -> bytes:
         """The exact bytes of a sequence of ids (SPEC §6). MASKBIT is stripped first
         (when vocab_size <= 32768, so that no real id has it); specials decode to the
@@ -317,15 +305,19 @@ class Tokenizer:
             pos = int(np.argmax(bad))
             raise ValueError(f"id {arr[pos]} at position {pos} is not a token "
                              f"(vocab_size {self._vocab_size})")
-        blob, starts, lengths = self._decode_table
-        out = []
-        for lo in range(0, len(vals), _DECODE_BLOCK):       # bounds the index arrays
-            block = vals[lo:lo + _DECODE_BLOCK]
-            lens = lengths[block]
-            # output byte j of token t comes from blob[starts[t] + (j - first[t])]
-            first = np.cumsum(lens) - lens
-            idx = np.repeat(starts[block] - first, lens) + np.arange(int(first[-1] + lens[-1]))
-            out.append(blob[idx].tobytes())
+        # the library's id -> bytes table (asmbpe_decode) between specials, whose
+        # bytes are their names
+        from . import encoder
+
+        plain = N_BYTES + self.n_merges
+        ids16 = vals.astype(np.uint16)
+        out, start = [], 0
+        for pos in np.flatnonzero(vals >= plain).tolist() + [len(vals)]:
+            if pos > start:
+                out.append(encoder.decode_ids(self, ids16[start:pos]))
+            if pos < len(vals):
+                out.append(SPECIALS[int(vals[pos]) - plain].encode())
+            start = pos + 1
         return b"".join(out)
 
     def decode(self, ids, errors: str = "replace") -> str:

@@ -61,8 +61,9 @@ def test_barrier_holds_under_spurious_wakes():
 
 
 def test_library_frees_what_it_maps():
-    """Counting and training (fast, naive, verify, several threads) hand back every
-    byte they map: the library's count of mapped bytes returns to where it was."""
+    """Counting, training (fast, naive, verify, several threads) and encoding and
+    decoding hand back every byte they map: the library's count of mapped bytes
+    returns to where it was."""
     import harness
     from harness._lib import lib
     L = lib()
@@ -74,5 +75,12 @@ def test_library_frees_what_it_maps():
     before = mapped_now()
     text = open(harness.__file__.replace("harness/__init__.py", "datasets/kjv.txt"), "rb").read()
     for kw in ({"threads": 2}, {"threads": 3, "verify": True}, {"threads": 1, "naive": True}):
-        harness.train(text[:200_000], vocab_size=700, **kw)
+        tok = harness.train(text[:200_000], vocab_size=700, **kw).tokenizer
+    assert mapped_now() == before
+    # the encoder: pair table, caches of 3 threads, long-chunk arrays, id -> bytes table
+    ids, _ = tok.encode_many([text[:100_000], b"a" * 5000, text[:50_000]], threads=3)
+    assert tok.decode_bytes(ids) == text[:100_000] + b"a" * 5000 + text[:50_000]
+    del tok, ids
+    import gc
+    gc.collect()                                # frees the encoder (ffi.gc)
     assert mapped_now() == before
