@@ -90,10 +90,13 @@ def test_encode_counters_add_up():
     per = rep.extra["per_thread"]
     assert len(per) == 2 and len(rep.threads) == 2
     for p in per:
-        parts = p["cycles_pretok"] + p["cycles_cache"] + p["cycles_merge"] + p["cycles_write"]
-        # within a few percent (the phases are timed apart from the total, so they can
-        # pass it slightly; a thread preempted between phases lowers the share)
-        assert p["cycles_total"] > 0 and 0.6 * p["cycles_total"] <= parts <= 1.05 * p["cycles_total"]
+        # the worker's phases lie inside its total (write, thread 0's reorder after the
+        # workers, does not); a thread preempted between phases lowers the share, and
+        # a thread that found every document claimed did no phase at all
+        parts = p["cycles_pretok"] + p["cycles_cache"] + p["cycles_merge"]
+        assert p["cycles_total"] > 0 and parts <= p["cycles_total"]
+        if p["chunks"]:
+            assert 0.6 * p["cycles_total"] <= parts
         assert p["cache_hits"] <= p["chunks"]
     assert sum(p["chunks"] for p in per) == sum(len(split_offsets(d)) for d in docs)
     assert per[1]["cycles_write"] == 0          # the reorder runs on thread 0
