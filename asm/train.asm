@@ -561,8 +561,9 @@ scan_segment:
 .scan:                                          ; next chunk of W worth a scan
     cmp         r14, r15
     jae         .done
-    cmp         qword [r12 + X_REMAIN], 0       ; every occurrence found
-    jle         .done                           ; (by some thread): stop
+    mov         rax, [r12 + X_REMAIN]           ; every occurrence found (by
+    sub         rax, [rbx + DM_FOUND]           ; any thread, this one's not
+    jle         .done                           ; yet published too): stop
     mov         rax, r14
     shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
     mov         r8, [rsp + SC_FA]
@@ -688,7 +689,12 @@ scan_segment:
 .occ_done:
     mov         rax, [rsp + SC_C]
     imul        rax, r11
-    lock sub    [r12 + X_REMAIN], rax
+    add         [rbx + DM_FOUND], rax
+    inc         qword [rbx + DM_NFOUND]
+    test        qword [rbx + DM_NFOUND], FOUND_BATCH - 1
+    jnz         .unpublished
+    call        publish_found
+.unpublished:
 
     ; rewrite in place, left to right, with the exact local deltas of each
     ; replacement of (a, b) at old position r by t at new position w:
@@ -801,11 +807,20 @@ scan_segment:
     jmp         .load_pair
 .done:
     vzeroupper
+    call        publish_found
     RDTSC64
     sub         rax, [rsp + SC_T0]
     add         [rbx + DM_CYC], rax
     add         rsp, SC_FRAME
     RESTORE
+
+; publish_found: rbx = delta map, r12 = ctx.  X_REMAIN -= DM_FOUND (locked),
+; DM_FOUND = 0.  Clobbers rax.
+publish_found:
+    xor         eax, eax
+    xchg        rax, [rbx + DM_FOUND]           ; (its own line: no other writer)
+    lock sub    [r12 + X_REMAIN], rax
+    ret
 
 ;=============================================================================
 ; choosing and recording merges (thread 0)
