@@ -1128,6 +1128,22 @@ coordinate:
 .entry:
     cmp         r14, [rbx + DM_USED]
     jae         .thread_done
+    lea         rcx, [r14 + APPLY_AHEAD]        ; prefetch the pair-table slot
+    cmp         rcx, [rbx + DM_USED]            ; of the delta APPLY_AHEAD on
+    jae         .prefetched                     ; (the table is far larger than
+    mov         rax, [rbx + DM_LIST]            ; the caches)
+    mov         eax, [rax + rcx * 4]
+    shl         rax, 4
+    add         rax, [rbx + DM_SLOTS]
+    mov         eax, [rax + PS_KEY]
+    mov         rdx, PAIR_HASH_K
+    imul        rax, rdx
+    shr         rax, 32
+    and         rax, [r12 + X_PTMASK]
+    shl         rax, 4
+    add         rax, [r12 + X_PT]
+    prefetcht0  [rax]
+.prefetched:
     mov         rax, [rbx + DM_LIST]
     mov         eax, [rax + r14 * 4]
     shl         rax, 4

@@ -106,11 +106,16 @@ def _first_merge_problem(merges: np.ndarray):
     limit = N_BYTES + np.arange(len(merges), dtype=np.int64)
     bad = merges.astype(np.int64) >= limit[:, None]
     first_bad = int(np.argmax(bad.any(axis=1))) if bad.any() else len(merges)
-    seen: dict[tuple[int, int], int] = {}
-    for i, (a, b) in enumerate(merges[:first_bad].tolist()):
-        j = seen.setdefault((a, b), i)
-        if j != i:
-            return i, 0, f"repeats the pair ({a}, {b}) of merge {j}"
+    head = merges[:first_bad].astype(np.uint32)
+    keys = head[:, 0] << 16 | head[:, 1]
+    order = np.argsort(keys, kind="stable")     # equal keys keep their merge order
+    ordered = keys[order]
+    repeats = order[1:][ordered[1:] == ordered[:-1]]
+    if len(repeats):
+        i = int(repeats.min())                  # the first merge that repeats a pair
+        j = int(order[np.searchsorted(ordered, keys[i])])
+        a, b = (int(x) for x in merges[i])
+        return i, 0, f"repeats the pair ({a}, {b}) of merge {j}"
     if first_bad < len(merges):
         i = first_bad
         side = 0 if bad[i, 0] else 1
