@@ -503,11 +503,13 @@ dm_clear:
 %define SC_FA       48      ; bucket bitmap of a
 %define SC_FB       56      ; bucket bitmap of b
 %define SC_FT       64      ; bucket bitmap of the new token
+%define SC_FP       72      ; pair-bucket bitmap of (a, b)
 %define SC_FRAME    88      ; 6 pushes + 88: calls aligned
 
-; FILT_HITS dst, fa, fb, q, tmp1, tmp2: dst = bit c of qword q set for each chunk
-; c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb); reads fb[q + 1].
-%macro FILT_HITS 6
+; FILT_HITS dst, fa, fb, q, tmp1, tmp2, fp: dst = bit c of qword q set for each
+; chunk c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb) and a pair
+; of (a, b)'s bucket starting in c (bitmap fp); reads fb[q + 1].
+%macro FILT_HITS 7
     mov         %1, [%3 + %4 * 8]
     mov         %6, [%3 + %4 * 8 + 8]
     shl         %6, 63
@@ -516,6 +518,7 @@ dm_clear:
     or          %1, %5
     or          %1, %6
     and         %1, [%2 + %4 * 8]
+    and         %1, [%7 + %4 * 8]
 %endmacro
 
 scan_segment:
@@ -555,6 +558,13 @@ scan_segment:
     imul        rax, rdx
     add         rax, [r12 + X_BLOOM]
     mov         [rsp + SC_FT], rax
+    mov         eax, [r12 + X_A]
+    shl         eax, 16
+    or          eax, [r12 + X_B]
+    PAIR_BUCKET eax
+    imul        rax, [r12 + X_BLSTRIDE]
+    add         rax, [r12 + X_BLOOM]
+    mov         [rsp + SC_FP], rax
 .load_pair:
     vpbroadcastw ymm14, [r12 + X_A]
     vpbroadcastw ymm15, [r12 + X_B]
@@ -568,9 +578,10 @@ scan_segment:
     shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
     mov         r8, [rsp + SC_FA]
     mov         r9, [rsp + SC_FB]
+    mov         r11, [rsp + SC_FP]
     mov         rcx, rax
     shr         rcx, 6                          ; q: its filter qword
-    FILT_HITS   rdx, r8, r9, rcx, rsi, r10
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
     shrx        rdx, rdx, rax                   ; chunks c.. of qword q
     test        rdx, rdx
     jnz         .chunk_found
@@ -582,7 +593,7 @@ scan_segment:
     shl         rdx, CHUNK_SHIFT
     cmp         rdx, r15                        ; past the segment: done
     jae         .done
-    FILT_HITS   rdx, r8, r9, rcx, rsi, r10
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
     test        rdx, rdx
     jz          .next_qword
 .chunk_found:
@@ -756,6 +767,32 @@ scan_segment:
     mov         rax, r11                        ; (chunks span threads:
     shr         rax, CHUNK_SHIFT                ; locked)
     lock bts    [rcx], rax
+    cmp         r11, [rsp + SC_S]               ; and so are the pairs
+    jbe         .no_prev_pair                   ; (prev, t) and (t, next)
+    movzx       ecx, word [r13 + r11 * 2 - 2]   ; (prev: final; next: the
+    shl         ecx, 16                         ; old one, final unless it
+    or          ecx, [r12 + X_T]                ; is merged too, and then
+    PAIR_BUCKET ecx                             ; its own (prev, t) counts)
+    imul        rcx, [r12 + X_BLSTRIDE]
+    add         rcx, [r12 + X_BLOOM]
+    lea         rax, [r11 - 1]
+    shr         rax, CHUNK_SHIFT
+    lock bts    [rcx], rax
+.no_prev_pair:
+    lea         rax, [r10 + 2]
+    cmp         rax, [rsp + SC_E]
+    jae         .no_next_pair
+    mov         ecx, [r12 + X_T]
+    shl         ecx, 16
+    movzx       eax, word [r13 + r10 * 2 + 4]
+    or          ecx, eax
+    PAIR_BUCKET ecx
+    imul        rcx, [r12 + X_BLSTRIDE]
+    add         rcx, [r12 + X_BLOOM]
+    mov         rax, r11
+    shr         rax, CHUNK_SHIFT
+    lock bts    [rcx], rax
+.no_next_pair:
     add         r10, 2
     inc         r11
     inc         edi
@@ -773,6 +810,24 @@ scan_segment:
     shr         rcx, CHUNK_SHIFT
     cmp         rax, rcx
     je          .marked
+    mov         r10, [rsp + SC_S]               ; its pairs too
+.mark_pairs:
+    lea         rax, [r10 + 1]
+    cmp         rax, r11
+    jae         .pairs_marked
+    movzx       ecx, word [r13 + r10 * 2]
+    shl         ecx, 16
+    movzx       eax, word [r13 + r10 * 2 + 2]
+    or          ecx, eax
+    PAIR_BUCKET ecx
+    imul        rcx, [r12 + X_BLSTRIDE]
+    add         rcx, [r12 + X_BLOOM]
+    mov         rax, r10
+    shr         rax, CHUNK_SHIFT
+    lock bts    [rcx], rax
+    inc         r10
+    jmp         .mark_pairs
+.pairs_marked:
     mov         r10, [rsp + SC_S]
 .mark:
     cmp         r10, r11
@@ -1022,7 +1077,8 @@ compact:
 ;=============================================================================
 ; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
 ; then sets bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
-; token.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8, r9, r10.
+; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair.  Keeps
+; rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
 ;=============================================================================
 bloom_build:
     SAVE        rdi
@@ -1042,16 +1098,27 @@ bloom_build:
     movzx       eax, word [r8 + rcx * 2]
     cmp         eax, SEP
     je          .next
-    and         eax, FILT_MASK
-    imul        rax, r10                        ; the bucket's bitmap
     mov         rdx, rcx
     shr         rdx, CHUNK_SHIFT                ; chunk
     mov         r9, rdx
     shr         r9, 6
-    lea         rax, [rax + r9 * 8]             ; its qword
-    mov         r9d, 1
-    shlx        r9, r9, rdx                     ; its bit (count mod 64)
-    or          [rdi + rax], r9
+    shl         r9, 3                           ; its qword in a bitmap
+    mov         r11d, 1
+    shlx        r11, r11, rdx                   ; its bit (count mod 64)
+    mov         edx, eax
+    and         eax, FILT_MASK
+    imul        rax, r10                        ; the token's bucket bitmap
+    add         rax, r9
+    or          [rdi + rax], r11
+    movzx       eax, word [r8 + rcx * 2 + 2]    ; the pair starting here
+    cmp         eax, SEP
+    je          .next
+    shl         edx, 16
+    or          edx, eax
+    PAIR_BUCKET edx
+    imul        rdx, r10
+    add         rdx, r9
+    or          [rdi + rdx], r11
 .next:
     inc         rcx
     jmp         .pos
@@ -1648,7 +1715,7 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     add         rax, 2                          ; and one more (FILT_HITS
     shl         rax, 3                          ; reads q + 1)
     mov         [rdi + X_BLSTRIDE], rax
-    imul        rax, rax, FILT_BUCKETS
+    imul        rax, rax, FILT_BUCKETS + PAIR_FILT_BUCKETS
     add         rax, 4095
     and         rax, ~4095
     mov         [rdi + X_BLBYTES], rax
