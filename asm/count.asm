@@ -338,7 +338,7 @@ count_worker:
     mov         rcx, [rsp + L_TID]              ; this thread's table: kept
     cmp         qword [r12 + C_TABLES + rcx * 8], 0     ; from the last call,
     jne         .doc                            ; or a new one
-    mov         edi, T_INIT_SLOTS
+    mov         edi, T_THREAD_SLOTS
     xor         esi, esi
     call        asmbpe_tab_alloc
     mov         r12, [rsp + L_CTX]
