@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -47,11 +45,9 @@ def cpu_model() -> str:
 
 
 def write_json(rows: list[dict], path) -> None:
-    """Write the rows as a JSON list, through PATH.tmp and a rename."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write the rows as a JSON list, through a temporary name and a rename."""
+    from .files import write_atomic
+    write_atomic(path, json.dumps(rows, indent=1) + "\n")
 
 
 def _time(fn, runs: int) -> tuple[float, object]:

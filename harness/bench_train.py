@@ -314,7 +314,7 @@ def _table(rows: list[dict], out) -> None:
 
 
 def write_rows(rows: list[dict], path) -> None:
-    """The rows as JSON (ROW_KEYS only), through PATH.tmp and a rename."""
+    """The rows as JSON (ROW_KEYS only), written atomically."""
     from .bench import write_json
 
     write_json([{k: r[k] for k in ROW_KEYS} for r in rows], path)

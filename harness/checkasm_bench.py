@@ -559,11 +559,9 @@ def to_json(results: list[Result], info: dict) -> dict:
 
 
 def save(results: list[Result], info: dict, path) -> None:
-    """Write the baseline JSON (through PATH.tmp and a rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_json(results, info), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write the baseline JSON (through a temporary name and a rename)."""
+    from .files import write_atomic
+    write_atomic(path, json.dumps(to_json(results, info), indent=1) + "\n")
 
 
 class BaselineError(ValueError):

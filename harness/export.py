@@ -67,6 +67,7 @@ import os
 import tempfile
 
 from .oracle import ORACLE_PATTERN_LITERAL
+from .files import write_atomic
 from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
 
 __all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "export_tiktoken",
@@ -117,25 +118,6 @@ def _check_no_duplicates(tokenizer: Tokenizer, what: str) -> None:
             f"the format holds one id per byte string")
 
 
-def _write_atomic(path, data: bytes) -> None:
-    """Write data to a temporary file beside path, then rename it over path."""
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 # ----------------------------------------------------------------------------- tiktoken
 
 def export_tiktoken(tokenizer: Tokenizer, path) -> None:
@@ -151,8 +133,8 @@ def export_tiktoken(tokenizer: Tokenizer, path) -> None:
         "explicit_n_vocab": tokenizer.vocab_size,
         "merges_hash": f"0x{tokenizer.merges_hash:016x}",
     }
-    _write_atomic(path, lines)
-    _write_atomic(os.fspath(path) + SIDECAR_SUFFIX,
+    write_atomic(path, lines)
+    write_atomic(os.fspath(path) + SIDECAR_SUFFIX,
                   json.dumps(sidecar, indent=1, ensure_ascii=True).encode() + b"\n")
 
 
@@ -229,7 +211,7 @@ def hf_tokenizer(tokenizer: Tokenizer):
 
 def export_hf(tokenizer: Tokenizer, path) -> None:
     """Write a Hugging Face tokenizer.json to path (module doc)."""
-    _write_atomic(path, hf_tokenizer(tokenizer).to_str(pretty=True).encode("utf-8"))
+    write_atomic(path, hf_tokenizer(tokenizer).to_str(pretty=True).encode("utf-8"))
 
 
 def load_hf(path):

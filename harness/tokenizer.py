@@ -351,23 +351,10 @@ class Tokenizer:
         return header + self._table_bytes()
 
     def save(self, path) -> None:
-        """Write tokenizer.bin to path: to path + ".tmp" first, then rename, so path is
-        either its old content or the complete new file, never a partial one."""
-        path = os.fspath(path)
-        tmp = path + ".tmp"
-        data = self.to_bytes()
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        """Write tokenizer.bin to path: to a temporary name beside it first, then
+        rename, so path is either its old content or the complete new file."""
+        from .files import write_atomic
+        write_atomic(path, self.to_bytes())
 
     @classmethod
     def from_bytes(cls, data, name: str = "tokenizer.bin") -> "Tokenizer":

@@ -165,6 +165,7 @@ def test_bench_pretok_json(tmp_path):
     assert "asm/oracle" in r.output and "asm/twin" in r.output
     rows = json.loads(out.read_text())
     assert not (tmp_path / "out.json.tmp").exists()
+    assert not list(tmp_path.glob(".*.tmp"))       # write_atomic's temporary name
     assert [row["impl"] for row in rows] == ["asm", "oracle", "twin"]
     for row in rows:
         assert set(row) == ROW_KEYS

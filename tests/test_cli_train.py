@@ -41,6 +41,7 @@ def test_train_small_file(tmp_path, text_file):
     assert tok.vocab_size == 1000 and tok.n_merges == 1000 - 272
     assert tok == harness.train(text_file.read_bytes(), 1000).tokenizer
     assert not (tmp_path / "tokenizer.bin.tmp").exists()
+    assert not list(tmp_path.glob(".*.tmp"))       # write_atomic's temporary name
     stdout = r.stdout.splitlines()
     assert len(stdout) == 2
     assert stdout[0].startswith("trained 0.1 MB, 1 docs, ")
@@ -118,6 +119,7 @@ def test_train_bad_arguments(tmp_path, text_file, args, needle):
     out = tmp_path / "t.bin"
     one_line_error(invoke("train", text_file, "-o", out, *args), needle)
     assert not out.exists() and not (tmp_path / "t.bin.tmp").exists()
+    assert not list(tmp_path.glob(".*.tmp"))       # write_atomic's temporary name
 
 
 def test_train_bad_inputs(tmp_path, text_file):
@@ -141,6 +143,7 @@ def test_train_bad_inputs(tmp_path, text_file):
         one_line_error(invoke("train", *inputs, "-o", out, "--vocab-size", 300), needle)
         assert out.read_bytes() == b"old content"
         assert not (tmp_path / "t.bin.tmp").exists()
+        assert not list(tmp_path.glob(".*.tmp"))       # write_atomic's temporary name
 
 
 def test_train_bad_output(tmp_path, text_file):

@@ -336,8 +336,9 @@ def test_save_failure_keeps_the_old_file(tmp_path, trained, monkeypatch, fail_at
         raise OSError(28, "No space left on device")
 
     if fail_at == "write":
-        # the temporary file gets half the image, then the disk fills
-        real_open = open
+        # the temporary file (harness.files.write_atomic: mkstemp + os.fdopen) gets half
+        # the image, then the disk fills
+        real_fdopen = os.fdopen
 
         class HalfFile:
             def __init__(self, f):
@@ -356,9 +357,8 @@ def test_save_failure_keeps_the_old_file(tmp_path, trained, monkeypatch, fail_at
             def __exit__(self, *exc):
                 return self.f.__exit__(*exc)
 
-        monkeypatch.setattr("builtins.open",
-                            lambda p, mode="r", *a, **k: HalfFile(real_open(p, mode, *a, **k))
-                            if str(p).endswith(".tmp") else real_open(p, mode, *a, **k))
+        monkeypatch.setattr(os, "fdopen",
+                            lambda fd, mode="r", *a, **k: HalfFile(real_fdopen(fd, mode, *a, **k)))
     else:
         monkeypatch.setattr(os, fail_at, boom)
     with pytest.raises(OSError, match="No space"):
