@@ -506,6 +506,17 @@ dm_clear:
 %define SC_FP       72      ; pair-bucket bitmap of (a, b)
 %define SC_FRAME    88      ; 6 pushes + 88: calls aligned
 
+; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
+; chunk's bit in the bitmap of P's pair bucket (locked: chunks span threads).
+; Needs r12 = ctx; clobbers rax, rcx.
+%macro MARK_PAIR 0
+    PAIR_BUCKET ecx
+    imul        rcx, [r12 + X_BLSTRIDE]
+    add         rcx, [r12 + X_BLOOM]
+    shr         rax, CHUNK_SHIFT
+    lock bts    [rcx], rax
+%endmacro
+
 ; FILT_HITS dst, fa, fb, q, tmp1, tmp2, fp: dst = bit c of qword q set for each
 ; chunk c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb) and a pair
 ; of (a, b)'s bucket starting in c (bitmap fp); reads fb[q + 1].
@@ -772,12 +783,8 @@ scan_segment:
     movzx       ecx, word [r13 + r11 * 2 - 2]   ; (prev: final; next: the
     shl         ecx, 16                         ; old one, final unless it
     or          ecx, [r12 + X_T]                ; is merged too, and then
-    PAIR_BUCKET ecx                             ; its own (prev, t) counts)
-    imul        rcx, [r12 + X_BLSTRIDE]
-    add         rcx, [r12 + X_BLOOM]
-    lea         rax, [r11 - 1]
-    shr         rax, CHUNK_SHIFT
-    lock bts    [rcx], rax
+    lea         rax, [r11 - 1]                  ; its own (prev, t) counts)
+    MARK_PAIR
 .no_prev_pair:
     lea         rax, [r10 + 2]
     cmp         rax, [rsp + SC_E]
@@ -786,12 +793,8 @@ scan_segment:
     shl         ecx, 16
     movzx       eax, word [r13 + r10 * 2 + 4]
     or          ecx, eax
-    PAIR_BUCKET ecx
-    imul        rcx, [r12 + X_BLSTRIDE]
-    add         rcx, [r12 + X_BLOOM]
     mov         rax, r11
-    shr         rax, CHUNK_SHIFT
-    lock bts    [rcx], rax
+    MARK_PAIR
 .no_next_pair:
     add         r10, 2
     inc         r11
@@ -819,12 +822,8 @@ scan_segment:
     shl         ecx, 16
     movzx       eax, word [r13 + r10 * 2 + 2]
     or          ecx, eax
-    PAIR_BUCKET ecx
-    imul        rcx, [r12 + X_BLSTRIDE]
-    add         rcx, [r12 + X_BLOOM]
     mov         rax, r10
-    shr         rax, CHUNK_SHIFT
-    lock bts    [rcx], rax
+    MARK_PAIR
     inc         r10
     jmp         .mark_pairs
 .pairs_marked:
