@@ -506,15 +506,31 @@ dm_clear:
 %define SC_FP       72      ; pair-bucket bitmap of (a, b)
 %define SC_FRAME    88      ; 6 pushes + 88: calls aligned
 
+; SET_CHUNK_BIT bitmap, chunk, tmp: sets bit `chunk` of the bitmap (locked:
+; chunks span threads) unless it is set already, as most are: a plain read
+; then, no locked write (which would wait for its line and hold up the rest).
+; Clobbers all three.
+%macro SET_CHUNK_BIT 3
+    mov         %3, %2
+    shr         %3, 6
+    lea         %1, [%1 + %3 * 8]               ; the chunk's qword
+    and         %2, 63
+    mov         %3, [%1]
+    bt          %3, %2
+    jc          %%set
+    lock bts    qword [%1], %2
+%%set:
+%endmacro
+
 ; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
-; chunk's bit in the bitmap of P's pair bucket (locked: chunks span threads).
-; Needs r12 = ctx; clobbers rax, rcx.
+; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
+; rax, rcx, rdx.
 %macro MARK_PAIR 0
     PAIR_BUCKET ecx
     imul        rcx, [r12 + X_BLSTRIDE]
     add         rcx, [r12 + X_BLOOM]
     shr         rax, CHUNK_SHIFT
-    lock bts    [rcx], rax
+    SET_CHUNK_BIT rcx, rax, rdx
 %endmacro
 
 ; FILT_HITS dst, fa, fb, q, tmp1, tmp2, fp: dst = bit c of qword q set for each
@@ -649,9 +665,15 @@ scan_segment:
     cmp         rax, r15
     jae         .done
     mov         rdx, [r12 + X_WS]               ; last word k with WS[k] <= p:
-    mov         rcx, [rsp + SC_KHI]             ; gallop from the cursor's word
-    mov         r8d, 1                          ; (hits are mostly close), then
-.gallop:                                        ; bisect the last step
+    mov         rcx, [rsp + SC_KHI]             ; gallop from the cursor's word,
+    mov         r8, rax                         ; or from the last word that
+    shr         r8, CHUNK_SHIFT                 ; starts before p's chunk when
+    mov         r9, [r12 + X_CW]                ; that is further on (both are
+    mov         r8d, [r9 + r8 * 4]              ; <= p's word, < khi), then
+    cmp         r8, rbp                         ; bisect the last step
+    cmova       rbp, r8
+    mov         r8d, 1
+.gallop:
     lea         r9, [rbp + r8]
     cmp         r9, rcx
     jae         .bsearch
@@ -775,9 +797,9 @@ scan_segment:
     mov         eax, [r12 + X_T]
     mov         [r13 + r11 * 2], ax
     mov         rcx, [rsp + SC_FT]              ; t is now in this chunk
-    mov         rax, r11                        ; (chunks span threads:
-    shr         rax, CHUNK_SHIFT                ; locked)
-    lock bts    [rcx], rax
+    mov         rax, r11
+    shr         rax, CHUNK_SHIFT
+    SET_CHUNK_BIT rcx, rax, rdx
     cmp         r11, [rsp + SC_S]               ; and so are the pairs
     jbe         .no_prev_pair                   ; (prev, t) and (t, next)
     movzx       ecx, word [r13 + r11 * 2 - 2]   ; (prev: final; next: the
@@ -837,7 +859,7 @@ scan_segment:
     add         rcx, [r12 + X_BLOOM]
     mov         rax, r10
     shr         rax, CHUNK_SHIFT
-    lock bts    [rcx], rax
+    SET_CHUNK_BIT rcx, rax, rdx
     inc         r10
     jmp         .mark
 .marked:
@@ -1076,8 +1098,8 @@ compact:
 ;=============================================================================
 ; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
 ; then sets bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
-; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair.  Keeps
-; rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
+; the chunk -> word index X_CW.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
 ;=============================================================================
 bloom_build:
     SAVE        rdi
@@ -1121,7 +1143,33 @@ bloom_build:
 .next:
     inc         rcx
     jmp         .pos
-.done:
+.done:                                          ; X_CW[c]: the last word k with
+    mov         r8, [rsi + X_WS]                ; WS[k] <= c << CHUNK_SHIFT
+    mov         r9, [rsi + X_NW]
+    mov         r10, [rsi + X_CW]
+    mov         rcx, [rsi + X_WLEN]
+    shr         rcx, CHUNK_SHIFT
+    inc         rcx                             ; the chunks of [0, WLEN)
+    xor         edx, edx                        ; c
+    xor         eax, eax                        ; k
+.cw_chunk:
+    cmp         rdx, rcx
+    jae         .cw_done
+    mov         r11, rdx
+    shl         r11, CHUNK_SHIFT                ; the chunk's first position
+.cw_word:
+    lea         rdi, [rax + 1]
+    cmp         rdi, r9
+    jae         .cw_have
+    cmp         [r8 + rdi * 8], r11
+    ja          .cw_have
+    mov         rax, rdi
+    jmp         .cw_word
+.cw_have:
+    mov         [r10 + rdx * 4], eax
+    inc         rdx
+    jmp         .cw_chunk
+.cw_done:
     RESTORE
 
 ;=============================================================================
@@ -1129,6 +1177,19 @@ bloom_build:
 ; pair table, push the pairs whose count went up, choose the next merge,
 ; compact the words when at most half of W is still in use.
 ;=============================================================================
+; PT_PREFETCH pair, tmp: prefetch the pair-table slot where pt_add starts
+; probing for the pair (a register holding it, zero-extended).  Needs r12 =
+; ctx; clobbers both.
+%macro PT_PREFETCH 2
+    mov         %2, PAIR_HASH_K
+    imul        %1, %2
+    shr         %1, 32
+    and         %1, [r12 + X_PTMASK]
+    shl         %1, 4
+    add         %1, [r12 + X_PT]
+    prefetcht0  [%1]
+%endmacro
+
 coordinate:
     SAVE        rbx, r12, r13, r14, r15
     mov         r12, rdi
@@ -1190,6 +1251,21 @@ coordinate:
 .no_record:
     mov         qword [rbx + DM_MWORDS], 0
     mov         qword [rbx + DM_REPL], 0
+    xor         r14d, r14d                      ; prefetch the first
+.warm:                                          ; APPLY_AHEAD slots (the loop
+    cmp         r14, APPLY_AHEAD                ; prefetches the rest ahead)
+    jae         .warmed
+    cmp         r14, [rbx + DM_USED]
+    jae         .warmed
+    mov         rax, [rbx + DM_LIST]
+    mov         eax, [rax + r14 * 4]
+    shl         rax, 4
+    add         rax, [rbx + DM_SLOTS]
+    mov         eax, [rax + PS_KEY]
+    PT_PREFETCH rax, rdx
+    inc         r14
+    jmp         .warm
+.warmed:
     xor         r14d, r14d
 .entry:
     cmp         r14, [rbx + DM_USED]
@@ -1202,13 +1278,7 @@ coordinate:
     shl         rax, 4
     add         rax, [rbx + DM_SLOTS]
     mov         eax, [rax + PS_KEY]
-    mov         rdx, PAIR_HASH_K
-    imul        rax, rdx
-    shr         rax, 32
-    and         rax, [r12 + X_PTMASK]
-    shl         rax, 4
-    add         rax, [r12 + X_PT]
-    prefetcht0  [rax]
+    PT_PREFETCH rax, rdx
 .prefetched:
     mov         rax, [rbx + DM_LIST]
     mov         eax, [rax + r14 * 4]
@@ -1714,8 +1784,9 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     add         rax, 2                          ; and one more (FILT_HITS
     shl         rax, 3                          ; reads q + 1)
     mov         [rdi + X_BLSTRIDE], rax
-    imul        rax, rax, FILT_BUCKETS + PAIR_FILT_BUCKETS
-    add         rax, 4095
+    imul        rax, rax, FILT_BUCKETS + PAIR_FILT_BUCKETS + 32
+    add         rax, 4095                       ; (+ 32 strides: X_CW, u32 for
+                                                ; each of stride * 8 chunks)
     and         rax, ~4095
     mov         [rdi + X_BLBYTES], rax
     push        rdi
@@ -1725,6 +1796,10 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         [rdi + X_BLOOM], rax
     test        rax, rax
     jz          .enomem_layout
+    mov         rcx, [rdi + X_BLSTRIDE]
+    imul        rcx, rcx, FILT_BUCKETS + PAIR_FILT_BUCKETS
+    add         rax, rcx
+    mov         [rdi + X_CW], rax
     call        bloom_build
     RDTSC64
     pop         rdx
