@@ -138,6 +138,7 @@ pt_free:
     RESTORE
 
 ; pt_grow: rdi = ctx.  Doubles the table.  Keeps rdi.
+%define GROW_AHEAD  16      ; old slots between a new-slot prefetch and its use
 pt_grow:
     SAVE        rbx, r12, r13, r14, r15, rdi
     mov         rbx, rdi
@@ -155,6 +156,18 @@ pt_grow:
 .each:
     cmp         r14, r15
     jae         .done
+    lea         rax, [r14 + GROW_AHEAD * PSLOT] ; prefetch the new slot of the
+    cmp         rax, r15                        ; pair GROW_AHEAD slots on
+    jae         .prefetched
+    mov         eax, [rax + PS_KEY]
+    mov         rdx, PAIR_HASH_K
+    imul        rax, rdx
+    shr         rax, 32
+    and         rax, [rbx + X_PTMASK]
+    shl         rax, 4
+    add         rax, [rbx + X_PT]
+    prefetcht0  [rax]
+.prefetched:
     mov         esi, [r14 + PS_KEY]
     cmp         esi, EMPTY_KEY
     je          .next
