@@ -137,7 +137,9 @@ pt_free:
     mov         qword [rbx + X_PT], 0
     RESTORE
 
-; pt_grow: rdi = ctx.  Doubles the table.  Keeps rdi.
+; pt_grow: rdi = ctx.  Rehashes the pairs whose count is not 0 into a new
+; table, twice the size unless at most a quarter of the slots held such
+; pairs.  Keeps rdi.
 %define GROW_AHEAD  16      ; old slots between a new-slot prefetch and its use
 pt_grow:
     SAVE        rbx, r12, r13, r14, r15, rdi
@@ -145,7 +147,29 @@ pt_grow:
     mov         r12, [rbx + X_PT]               ; old slots
     mov         r13, [rbx + X_PTMASK]
     inc         r13                             ; old nslots
-    lea         rsi, [r13 * 2]
+    xor         ecx, ecx                        ; live pairs (count > 0): the
+    mov         r15, r13                        ; others are dropped (absent
+    shl         r15, 4                          ; reads as 0; they come back
+    add         r15, r12                        ; as new pairs if ever needed)
+    mov         r14, r12
+.live:
+    cmp         r14, r15
+    jae         .counted
+    cmp         dword [r14 + PS_KEY], EMPTY_KEY
+    je          .live_next
+    cmp         qword [r14 + PS_VAL], 0
+    je          .live_next
+    inc         rcx
+.live_next:
+    add         r14, PSLOT
+    jmp         .live
+.counted:
+    mov         rsi, r13                        ; the same size when at most a
+    shl         rcx, 2                          ; quarter is live, else twice
+    cmp         rcx, r13
+    jb          .sized
+    add         rsi, rsi
+.sized:
     call        pt_alloc
     test        eax, eax
     jnz         .fail
@@ -170,6 +194,8 @@ pt_grow:
 .prefetched:
     mov         esi, [r14 + PS_KEY]
     cmp         esi, EMPTY_KEY
+    je          .next
+    cmp         qword [r14 + PS_VAL], 0
     je          .next
     mov         rdi, rbx
     call        pt_lookup
@@ -1337,8 +1363,8 @@ coordinate:
     add         [rdx + ST_CYC_HEAP * 8], rax
     cmp         qword [r12 + X_DONE], 0
     jne         .ret
-    mov         rax, [r12 + X_DEAD]             ; compact when a quarter of W
-    shl         rax, 2                          ; is of no use any more
+    mov         rax, [r12 + X_DEAD]             ; compact when half of W is
+    shl         rax, 1                          ; of no use any more
     cmp         rax, [r12 + X_WLEN]
     jbe         .ret
     RDTSC64
