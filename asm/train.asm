@@ -1867,7 +1867,15 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     inc         r13
     jmp         .dms
 .dms_done:
-    mov         esi, 1 << 16
+    mov         rax, [rdi + X_WLEN]             ; the pair table: as many
+    lzcnt       rcx, rax                        ; slots as W has positions
+    mov         esi, 1                          ; (rounded up to a power of
+    neg         ecx                             ; two), where the pairs of
+    add         ecx, 64                         ; most inputs end without
+    shlx        rsi, rsi, rcx                   ; growing
+    mov         eax, 1 << 16
+    cmp         rsi, rax
+    cmovb       rsi, rax
     call        pt_alloc
     test        eax, eax
     jnz         .enomem
