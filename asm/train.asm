@@ -1679,6 +1679,18 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     jz          .threads_ok
     mov         r15d, 1
 .threads_ok:
+    xor         r8d, r8d                        ; the counting threads' empty
+.free_thread_tabs:                              ; tables: not needed here (a
+    mov         rdi, [r12 + T_THREAD_TABS + r8 * 8]     ; later count maps
+    mov         qword [r12 + T_THREAD_TABS + r8 * 8], 0 ; new ones)
+    push        r8
+    push        r8
+    call        asmbpe_tab_free
+    pop         r8
+    pop         r8
+    inc         r8
+    cmp         r8, MAX_THREADS
+    jb          .free_thread_tabs
     mov         edi, (X_SIZE + 4095) & ~4095
     call        asmbpe_map
     test        rax, rax
