@@ -1879,12 +1879,12 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     inc         r13
     jmp         .dms
 .dms_done:
-    mov         rax, [rdi + X_WLEN]             ; the pair table: as many
-    lzcnt       rcx, rax                        ; slots as W has positions
-    mov         esi, 1                          ; (rounded up to a power of
-    neg         ecx                             ; two), where the pairs of
-    add         ecx, 64                         ; most inputs end without
-    shlx        rsi, rsi, rcx                   ; growing
+    mov         rax, [rdi + X_WLEN]             ; the pair table: half as
+    lzcnt       rcx, rax                        ; many slots as W has
+    mov         esi, 1                          ; positions (rounded up to a
+    neg         ecx                             ; power of two): the pairs
+    add         ecx, 63                         ; of most inputs fit without
+    shlx        rsi, rsi, rcx                   ; growing more than once
     mov         eax, 1 << 16
     cmp         rsi, rax
     cmovb       rsi, rax
