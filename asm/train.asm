@@ -545,21 +545,73 @@ dm_clear:
 %define SC_FP       72      ; pair-bucket bitmap of (a, b)
 %define SC_FRAME    88      ; 6 pushes + 88: calls aligned
 
-; SET_CHUNK_BIT bitmap, chunk, tmp: sets bit `chunk` of the bitmap (locked:
-; chunks span threads) unless it is set already, as most are: a plain read
-; then, no locked write (which would wait for its line and hold up the rest).
-; Clobbers all three.
+; SET_CHUNK_BIT bitmap, chunk, tmp: queues "set bit `chunk` of the bitmap"
+; in this thread's DM_MARKS (rbx = delta map) and prefetches its line for
+; writing; flush_marks sets the queued bits, every MARK_BATCH marks and at the
+; end of each segment.  Setting them at once meant a cache miss (64 MB of
+; bitmaps) in the rewrite loop, often followed by a locked write.  A merge's
+; own scan never needs the marks it makes (rewritten words hold no (a, b)
+; any more), later merges see them after the barrier.
+; Clobbers all three (and r8, r9 are kept by flush_marks).
 %macro SET_CHUNK_BIT 3
     mov         %3, %2
     shr         %3, 6
     lea         %1, [%1 + %3 * 8]               ; the chunk's qword
+    prefetchw   [%1]
+    shl         %1, 6
     and         %2, 63
-    mov         %3, [%1]
-    bt          %3, %2
-    jc          %%set
-    lock bts    qword [%1], %2
-%%set:
+    or          %1, %2
+    mov         %3, [rbx + DM_NMARKS]
+    mov         [rbx + DM_MARKS + %3 * 8], %1
+    inc         %3
+    mov         [rbx + DM_NMARKS], %3
+    cmp         %3, MARK_BATCH
+    jb          %%queued
+    call        flush_marks
+%%queued:
 %endmacro
+
+; flush_marks: rbx = delta map, r12 = ctx.  Sets the queued filter bits:
+; read first, as most are set already; a locked OR when others may be
+; writing the same qword (chunks span threads' segments), a plain one when
+; thread 0 runs alone.  Empties the queue.  Clobbers rax, rcx, rdx.
+flush_marks:
+    push        r8
+    push        r9
+    push        r10
+    mov         r8, [rbx + DM_NMARKS]
+    xor         r9d, r9d
+    mov         r10d, 1
+    cmp         qword [r12 + X_NTH], 1
+    je          .plain
+    cmp         qword [r12 + X_SOLO], 0
+    jne         .plain
+.locked:
+    cmp         r9, r8
+    jae         .done
+    mov         rcx, [rbx + DM_MARKS + r9 * 8]
+    inc         r9
+    shlx        rdx, r10, rcx                   ; (shlx takes the count mod 64)
+    shr         rcx, 6
+    test        [rcx], rdx
+    jnz         .locked
+    lock or     [rcx], rdx
+    jmp         .locked
+.plain:
+    cmp         r9, r8
+    jae         .done
+    mov         rcx, [rbx + DM_MARKS + r9 * 8]
+    inc         r9
+    shlx        rdx, r10, rcx
+    shr         rcx, 6
+    or          [rcx], rdx
+    jmp         .plain
+.done:
+    mov         qword [rbx + DM_NMARKS], 0
+    pop         r10
+    pop         r9
+    pop         r8
+    ret
 
 ; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
 ; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
@@ -651,17 +703,33 @@ scan_segment:
     shrx        rdx, rdx, rax                   ; chunks c.. of qword q
     test        rdx, rdx
     jnz         .chunk_found
-.next_qword:
-    inc         rcx
-    mov         rax, rcx
-    shl         rax, 6                          ; its first chunk
-    mov         rdx, rax
-    shl         rdx, CHUNK_SHIFT
+.next_qword:                                    ; the filters 4 qwords (256
+    inc         rcx                             ; chunks) per round, as
+.vq:                                            ; FILT_HITS does one
+    mov         rdx, rcx
+    shl         rdx, 6 + CHUNK_SHIFT
     cmp         rdx, r15                        ; past the segment: done
     jae         .done
+    vmovdqu     ymm4, [r9 + rcx * 8]            ; b's chunks q..q+3
+    vmovdqu     ymm5, [r9 + rcx * 8 + 8]        ; and q+1..q+4
+    vpsrlq      ymm6, ymm4, 1
+    vpsllq      ymm5, ymm5, 63
+    vpor        ymm4, ymm4, ymm6
+    vpor        ymm4, ymm4, ymm5
+    vpand       ymm4, ymm4, [r8 + rcx * 8]
+    vpand       ymm4, ymm4, [r11 + rcx * 8]
+    vptest      ymm4, ymm4
+    jnz         .vq_hit
+    add         rcx, 4
+    jmp         .vq
+.vq_hit:                                        ; which of the 4 (hits past
+    mov         rax, rcx                        ; the segment end stop the
+    shl         rax, 6                          ; scan at .chunk_found)
     FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
     test        rdx, rdx
-    jz          .next_qword
+    jnz         .chunk_found
+    inc         rcx
+    jmp         .vq_hit
 .chunk_found:
     inc         qword [rbx + DM_CHUNKS]
     tzcnt       rdx, rdx
@@ -922,6 +990,7 @@ scan_segment:
     jmp         .load_pair
 .done:
     vzeroupper
+    call        flush_marks
     call        publish_found
     RDTSC64
     sub         rax, [rsp + SC_T0]
@@ -1832,8 +1901,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     jnz         .fill_tail
     mov         rax, [rdi + X_WLEN]             ; chunk filters: per bucket
     shr         rax, CHUNK_SHIFT + 6            ; the qwords of every chunk,
-    add         rax, 2                          ; and one more (FILT_HITS
-    shl         rax, 3                          ; reads q + 1)
+    add         rax, 5                          ; and four more (the scan
+    shl         rax, 3                          ; reads q .. q + 4)
     mov         [rdi + X_BLSTRIDE], rax
     imul        rax, rax, FILT_BUCKETS + PAIR_FILT_BUCKETS + 32
     add         rax, 4095                       ; (+ 32 strides: X_CW, u32 for
