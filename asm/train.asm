@@ -543,7 +543,10 @@ dm_clear:
 %define SC_FB       56      ; bucket bitmap of b
 %define SC_FT       64      ; bucket bitmap of the new token
 %define SC_FP       72      ; pair-bucket bitmap of (a, b)
+%define SC_PFC      80      ; first chunk the prefetch walk has not looked at
 %define SC_FRAME    88      ; 6 pushes + 88: calls aligned
+%define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
+%define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
 
 ; SET_CHUNK_BIT bitmap, chunk, tmp: queues "set bit `chunk` of the bitmap"
 ; in this thread's DM_MARKS (rbx = delta map) and prefetches its line for
@@ -648,6 +651,7 @@ scan_segment:
     mov         [rsp + SC_KHI], rcx
     RDTSC64
     mov         [rsp + SC_T0], rax
+    mov         qword [rsp + SC_PFC], 0
     mov         rcx, [rsp + SC_KHI]
     cmp         rbp, rcx
     jae         .done
@@ -734,6 +738,7 @@ scan_segment:
     inc         qword [rbx + DM_CHUNKS]
     tzcnt       rdx, rdx
     add         rax, rdx                        ; the chunk to scan
+    mov         rsi, rax
     shl         rax, CHUNK_SHIFT
     cmp         rax, r14
     cmova       r14, rax
@@ -743,6 +748,21 @@ scan_segment:
     cmp         rax, r15
     cmova       rax, r15
     mov         [rsp + SC_CEND], rax            ; end of this chunk's scan
+    mov         rax, [r12 + X_CW]               ; (prefetched) the chunk's
+    mov         eax, [rax + rsi * 4]            ; first word: its start and
+    mov         rdx, [r12 + X_WS]               ; count, which a hit here
+    prefetcht0  [rdx + rax * 8]                 ; will read
+    mov         rdx, [r12 + X_WC]
+    prefetcht0  [rdx + rax * 8]
+    inc         rsi                             ; keep PF_DIST candidates
+    cmp         [rsp + SC_PFC], rsi             ; ahead: start over past
+    jae         .pf_one                         ; this chunk, or take one
+    mov         [rsp + SC_PFC], rsi             ; more step
+%rep PF_DIST - 1
+    call        .pf_next
+%endrep
+.pf_one:
+    call        .pf_next
 .vec:                                           ; 32 positions per round
     cmp         r14, [rsp + SC_CEND]
     jae         .scan
@@ -988,6 +1008,54 @@ scan_segment:
 .word_done:
     mov         r14, [rsp + SC_E]
     jmp         .load_pair
+; .pf_next: the next chunk the filters let through, from SC_PFC on (at most
+; PF_SPAN filter qwords): prefetch its W lines and its X_CW entry, move
+; SC_PFC past it (past what was looked at when none).  Keeps rbx, rbp,
+; r12-r15; clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
+.pf_next:
+    mov         rax, [rsp + 8 + SC_PFC]
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, r15
+    jae         .pf_ret                         ; past the segment
+    mov         r8, [rsp + 8 + SC_FA]
+    mov         r9, [rsp + 8 + SC_FB]
+    mov         r11, [rsp + 8 + SC_FP]
+    mov         rcx, rax
+    shr         rcx, 6
+    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
+    shrx        rdx, rdx, rax
+    test        rdx, rdx
+    jnz         .pf_found
+    and         rax, ~63
+    mov         r10d, PF_SPAN
+.pf_q:
+    add         rax, 64
+    inc         rcx
+    dec         r10d
+    jz          .pf_stop
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, r15
+    jae         .pf_stop
+    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
+    test        rdx, rdx
+    jz          .pf_q
+.pf_found:
+    tzcnt       rdx, rdx
+    add         rax, rdx                        ; the chunk
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT + 1            ; its W bytes
+    prefetcht0  [r13 + rdx]
+    prefetcht0  [r13 + rdx + 64]
+    mov         rdx, [r12 + X_CW]
+    prefetcht0  [rdx + rax * 4]
+    inc         rax
+.pf_stop:
+    mov         [rsp + 8 + SC_PFC], rax
+.pf_ret:
+    ret
+
 .done:
     vzeroupper
     call        flush_marks
