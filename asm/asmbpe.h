@@ -86,13 +86,17 @@ int64_t asmbpe_wordtab_add(asmbpe_wordtab *t, const uint8_t *bytes,
  * merges[i] = left | right << 16 makes token 256 + i; counts[i] its count.
  * Stops early when no pair has min_count (0 counts as 1).  flags: ASMBPE_NAIVE
  * (one thread; every pair recounted for every merge), ASMBPE_VERIFY (recount
- * at the end and compare; winning counts must never go up).  stats: at least
+ * at the end and compare; winning counts must never go up), ASMBPE_RELEASE_WORDS
+ * (the caller is done with t: its slots and word bytes are given back once the
+ * words are laid out, so the merge loop's tables reuse those pages; t then reads
+ * as empty and only asmbpe_wordtab_free may follow).  stats: at least
  * ASMBPE_TS_COUNT entries.  Returns the merges learned, ASMBPE_EVERIFY (merges
  * and stats still written; the stats name the first violation), or another
  * negative status. */
 enum {
     ASMBPE_NAIVE = 1,
     ASMBPE_VERIFY = 2,
+    ASMBPE_RELEASE_WORDS = 4,
     ASMBPE_EVERIFY = -5,
     ASMBPE_TS_CYC_LAYOUT = 0, ASMBPE_TS_CYC_PAIRS, ASMBPE_TS_CYC_LOOP,
     ASMBPE_TS_CYC_SCAN, ASMBPE_TS_CYC_APPLY, ASMBPE_TS_CYC_HEAP,

@@ -492,6 +492,36 @@ FUNC asmbpe_wordtab_free, 1, 11, 0, t
     RET
 ENDFUNC
 
+;-----------------------------------------------------------------------------
+; void asmbpe_wordtab_release(asmbpe_wordtab *t)     (train.asm, internal)
+; Gives back the slots and the key arena: t keeps its header and reads as
+; empty (size 0, no slots), and only asmbpe_wordtab_free may follow.
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_wordtab_release, 1, 10, 0, t
+    mov         rbx, tq
+    cmp         qword [rbx + T_OWNS_KEYS], 0
+    je          .slots
+    mov         rdi, [rbx + T_BASE]
+    mov         rsi, [rbx + T_ARENA_CAP]
+    call        asmbpe_unmap
+    xor         eax, eax
+    mov         [rbx + T_BASE], rax
+    mov         [rbx + T_ARENA_CAP], rax
+    mov         [rbx + T_ARENA_USE], rax
+.slots:
+    mov         rdi, [rbx + T_SLOTS]
+    mov         rsi, [rbx + T_MASK]
+    inc         rsi
+    shl         rsi, 5
+    call        asmbpe_unmap
+    xor         eax, eax
+    mov         [rbx + T_SLOTS], rax
+    mov         [rbx + T_USED], rax
+    mov         qword [rbx + T_MASK], -1        ; (mask + 1) * SLOT = 0 bytes
+    RET
+ENDFUNC
+
 FUNC asmbpe_wordtab_size, 1, 1, 0, t
     mov         rax, [tq + T_USED]
     RET

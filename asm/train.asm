@@ -1967,6 +1967,13 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     inc         rcx
     dec         edx
     jnz         .fill_tail
+    test        qword [rdi + X_FLAGS], TF_RELEASE
+    jz          .keep_words                     ; the caller is done with t:
+    push        rdi                             ; its pages go back before
+    mov         rdi, r12                        ; the filters, pair table and
+    call        asmbpe_wordtab_release          ; heap fault theirs in (the
+    pop         rdi                             ; kernel hands the same,
+.keep_words:                                    ; recently used, pages out)
     mov         rax, [rdi + X_WLEN]             ; chunk filters: per bucket
     shr         rax, CHUNK_SHIFT + 6            ; the qwords of every chunk,
     add         rax, 5                          ; and four more (the scan

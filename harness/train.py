@@ -241,7 +241,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
         result = train_words(table, vocab_size, None if auto_threads else threads,
                              naive=naive, min_count=min_count, verify=verify,
                              progress=progress, per_merge=per_merge, _seconds=seconds,
-                             _t_start=t_start)
+                             _t_start=t_start, _release=True)
     finally:
         table.close()
     result.stats.update(bytes_in=bytes_in, documents=documents, count_threads=threads)
@@ -336,11 +336,13 @@ class WordTable:
 def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None = None,
                 naive: bool = False, min_count: int = 1, verify: bool = False,
                 progress: Progress | None = None, *, per_merge: bool = False,
-                _seconds: dict | None = None, _t_start: float | None = None) -> TrainResult:
+                _seconds: dict | None = None, _t_start: float | None = None,
+                _release: bool = False) -> TrainResult:
     """Learn merges from the words of a WordTable (what `train` does after counting):
     lay them out, count pairs, run the merge loop on `threads` threads (default all
     CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
-    documents the table counted."""
+    documents the table counted. (`_release`, for `train`: the library gives the
+    table's memory back once the words are laid out; the table is closed then.)"""
     t_start = _t_start if _t_start is not None else time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
     auto_threads = threads is None
@@ -357,6 +359,8 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     unique_words = len(table)
     chunks = table.total
     flags = (1 if naive else 0) | (2 if verify else 0)
+    if _release:
+        flags |= int(L.ASMBPE_RELEASE_WORDS)
     merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
     counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
     raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
@@ -386,6 +390,8 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
                             ffi.from_buffer("uint64_t[]", counts),
                             ffi.from_buffer("uint64_t[]", raw))
     train_call = time.perf_counter() - t1
+    if _release:
+        table.close()                   # empty now: nothing else may use it
 
     learned = int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status)
     merges = np.ascontiguousarray(merges_u32[:max(learned, 0)]).view(np.uint16).reshape(-1, 2)
