@@ -274,7 +274,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from .train import TrainError
     from .train import train as run_train
 
-    from .corpora import budget_batch_bytes, check_streamable
+    from .corpora import budget_batch_bytes, check_streamable, release_arrow_memory
     from .train import BATCH_BYTES
 
     out = _check_output(output)
@@ -284,6 +284,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     if budget is not None:
         batch_bytes = budget_batch_bytes(budget, "train", files)
         check_streamable(files, batch_bytes, separator)
+        release_arrow_memory()
     progress = _TrainProgress(enabled=not quiet)
     close = None
     try:
@@ -589,7 +590,8 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
     those of the single .tok file, and the files are the same bytes for any number of
     workers. After an error no shard of the run and no manifest is left.
     """
-    from .corpora import budget_batch_bytes, check_streamable, estimate_bytes
+    from .corpora import (budget_batch_bytes, check_streamable, estimate_bytes,
+                          release_arrow_memory)
     from .tokfile import BLOCK_BYTES, encode_to_tok
 
     _check_threads(threads)
@@ -601,6 +603,7 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
         batch_bytes = budget_batch_bytes(budget, "encode", files)
         if not chat:
             check_streamable(files, batch_bytes, separator)
+        release_arrow_memory()
     if cluster or sharded:
         return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
                                cluster, quiet)
