@@ -11,6 +11,8 @@
 ;   2..48 bytes         the thread's cache (65,536 entries) or, on a miss,
 ;                       the short path, whose result then fills the entry
 ;   up to SHORT_MAX     the short path: rounds of "lowest rank, apply all"
+;                       (up to 16 bytes: short16, one merge per step with
+;                       the ranks in ymm lanes)
 ;   longer              the heap path: a min-heap of (rank, position) over a
 ;                       linked list of the chunk's tokens, O(n log n) — a
 ;                       1 MB run with no boundary stays fast
@@ -37,6 +39,13 @@ align 64
 mask_tab:
     times 64 db 0xFF
     times 64 db 0
+; u16 lane numbers 0..15 (short16: the lane of a rank to replace)
+lane_w:
+%assign i 0
+%rep 16
+    dw i
+%assign i i + 1
+%endrep
 
 section .text
 
@@ -891,6 +900,8 @@ short_path:
     push        r15
     mov         rax, [r12 + J_ENC]
     LOAD_TABLE  rax
+    cmp         edx, SHORT16_MAX
+    jbe         short16
     xor         eax, eax                        ; bytes -> ids
 .widen:
     movzx       ecx, byte [rsi + rax]
@@ -968,6 +979,119 @@ short_path:
     jmp         .round
 .done:
     lea         rdi, [rdi + r13 * 2]
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         rbp
+    ret
+
+;=============================================================================
+; short16: short_path for 2 .. SHORT16_MAX bytes (most cache misses), entered
+; from it with rbp, r13-r15 pushed and the merge table loaded (r8-r10).  One
+; merge per step instead of rounds over the whole chunk: the pair ranks (u16,
+; 0xFFFF: none) sit in ymm4, one lane per position; vphminposuw on each half
+; gives the lowest rank and its leftmost lane i.  The pair at i joins the
+; id at i with the next live one k: id[i] = 256 + r, k dies (its lane
+; 0xFFFF), and only the lanes of the previous live position p and of i get
+; new ranks (two lookups).  Taking the leftmost lowest rank each step is the
+; rounds of the short path: every pair made by merge r involves the new id,
+; so its rank is above r, and an overlapping pair at k dies with k.
+; Ids live in the thread state (TS_RANK, as u16 scratch), the live
+; positions in a bit mask (r15d).  Writes the live ids at rdi; returns rdi
+; past them.  Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm7.
+;=============================================================================
+%define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
+%define S16_RANKS   64                          ; u16 ranks [16]
+
+short16:
+    lea         r13, [rbx + TS_RANK]
+    vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
+    vmovdqu     [r13 + S16_IDS], ymm0           ; chunk: their lanes die)
+    vpcmpeqw    ymm1, ymm1, ymm1
+    vmovdqu     [r13 + S16_RANKS], ymm1
+    mov         r14d, edx                       ; n
+    xor         edx, edx
+.init:                                          ; rank of (id[j], id[j+1])
+    movzx       ecx, word [r13 + S16_IDS + rdx * 2]
+    movzx       esi, word [r13 + S16_IDS + rdx * 2 + 2]
+    RANK        eax, ecx, esi
+    mov         [r13 + S16_RANKS + rdx * 2], ax
+    inc         edx
+    lea         eax, [edx + 1]
+    cmp         eax, r14d
+    jb          .init
+    vmovdqu     ymm4, [r13 + S16_RANKS]
+    vmovdqu     ymm5, [lane_w]
+    mov         r15d, 1
+    shlx        r15d, r15d, r14d
+    dec         r15d                            ; live positions 0 .. n-1
+.step:
+    vextracti128 xmm1, ymm4, 1
+    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
+    vphminposuw xmm3, xmm1                      ; and of lanes 8-15
+    vmovd       eax, xmm2
+    vmovd       ecx, xmm3
+    movzx       edx, ax                         ; min
+    movzx       esi, cx
+    shr         eax, 16                         ; its lane
+    shr         ecx, 16
+    add         ecx, 8
+    cmp         esi, edx                        ; the upper half only when
+    cmovb       edx, esi                        ; strictly lower: ties go to
+    cmovb       eax, ecx                        ; the leftmost lane
+    cmp         edx, 0xFFFF
+    je          .out
+    mov         ebp, eax                        ; i
+    add         edx, 256                        ; the new id t
+    mov         [r13 + S16_IDS + rbp * 2], dx
+    lea         ecx, [ebp + 1]                  ; k: the next live after i
+    shrx        esi, r15d, ecx
+    tzcnt       esi, esi
+    add         esi, ecx
+    btr         r15d, esi                       ; dies
+    vmovd       xmm6, esi                       ; lane k := 0xFFFF
+    vpbroadcastw ymm6, xmm6
+    vpcmpeqw    ymm6, ymm6, ymm5
+    vpor        ymm4, ymm4, ymm6
+    mov         r14d, edx                       ; t
+    lea         ecx, [ebp + 1]                  ; q: the next live after i
+    shrx        esi, r15d, ecx
+    mov         eax, NO_RANK
+    test        esi, esi
+    jz          .set_i
+    tzcnt       esi, esi
+    add         esi, ecx
+    movzx       esi, word [r13 + S16_IDS + rsi * 2]
+    RANK        eax, r14d, esi                  ; (t, id[q])
+.set_i:
+    vmovd       xmm6, eax                       ; lane i := rank
+    vpbroadcastw ymm6, xmm6
+    vmovd       xmm7, ebp
+    vpbroadcastw ymm7, xmm7
+    vpcmpeqw    ymm7, ymm7, ymm5
+    vpblendvb   ymm4, ymm4, ymm6, ymm7
+    bzhi        esi, r15d, ebp                  ; p: the last live before i
+    test        esi, esi
+    jz          .step
+    lzcnt       esi, esi
+    xor         esi, 31
+    mov         edx, esi
+    movzx       esi, word [r13 + S16_IDS + rsi * 2]
+    RANK        eax, esi, r14d                  ; (id[p], t)
+    vmovd       xmm6, eax                       ; lane p := rank
+    vpbroadcastw ymm6, xmm6
+    vmovd       xmm7, edx
+    vpbroadcastw ymm7, xmm7
+    vpcmpeqw    ymm7, ymm7, ymm5
+    vpblendvb   ymm4, ymm4, ymm6, ymm7
+    jmp         .step
+.out:                                           ; the live ids, in order
+    tzcnt       ecx, r15d
+    movzx       eax, word [r13 + S16_IDS + rcx * 2]
+    mov         [rdi], ax
+    add         rdi, 2
+    blsr        r15d, r15d
+    jnz         .out
     pop         r15
     pop         r14
     pop         r13
