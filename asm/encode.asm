@@ -130,6 +130,15 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     mov         rsi, rbx
     lea         rcx, [rbp * 4]
     rep movsb
+    mov         edi, BP_BYTES                   ; the byte-pair ranks, for a
+    call        asmbpe_map                      ; chunk's first ranks
+    test        rax, rax
+    jz          .fail_merges
+    mov         [r14 + E_BP], rax
+    mov         rdi, rax
+    mov         ecx, BP_BYTES / 8
+    mov         rax, -1
+    rep stosq
     LOAD_TABLE  r14
     xor         esi, esi                        ; merge i
 .insert:
@@ -137,6 +146,15 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     jae         .done
     mov         eax, [rbx + rsi * 4]
     rol         eax, 16                         ; P = left << 16 | right
+    test        eax, 0xFF00FF00
+    jnz         .not_bytes
+    mov         edx, eax                        ; two bytes: a << 8 | b
+    shr         edx, 8
+    movzx       edi, al
+    or          edx, edi
+    mov         rdi, [r14 + E_BP]
+    mov         [rdi + rdx * 2], si
+.not_bytes:
     mov         ecx, eax
     imul        r11d, ecx, RANK_MUL
     shrx        r11d, r11d, r10d
@@ -154,6 +172,10 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
 .done:
     mov         rax, r14
     jmp         .ret
+.fail_merges:
+    mov         rdi, [r14 + E_MERGES]
+    lea         rsi, [rbp * 4 + 4]
+    call        asmbpe_unmap
 .fail_slots:
     mov         rdi, [r14 + E_SLOTS]
     mov         rsi, [r14 + E_SLOTBYTES]
@@ -197,6 +219,9 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
 .threads_done:
     mov         rdi, [rbx + E_SLOTS]
     mov         rsi, [rbx + E_SLOTBYTES]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + E_BP]
+    mov         esi, BP_BYTES
     call        asmbpe_unmap
     mov         rbp, [rbx + E_NMERGES]
     mov         rdi, [rbx + E_MERGES]
@@ -987,7 +1012,8 @@ short_path:
 
 ;=============================================================================
 ; short16: short_path for 2 .. SHORT16_MAX bytes (most cache misses), entered
-; from it with rbp, r13-r15 pushed and the merge table loaded (r8-r10).  One
+; from it with rbp, r13-r15 pushed, rax = the encoder and the merge table
+; loaded (r8-r10).  The first ranks come from the byte-pair table (E_BP).  One
 ; merge per step instead of rounds over the whole chunk: the pair ranks (u16,
 ; 0xFFFF: none) sit in ymm4, one lane per position; vphminposuw on each half
 ; gives the lowest rank and its leftmost lane i.  The pair at i joins the
@@ -1004,6 +1030,7 @@ short_path:
 %define S16_RANKS   64                          ; u16 ranks [16]
 
 short16:
+    mov         rbp, [rax + E_BP]               ; (rax: the encoder)
     lea         r13, [rbx + TS_RANK]
     vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
     vmovdqu     [r13 + S16_IDS], ymm0           ; chunk: their lanes die)
@@ -1011,10 +1038,12 @@ short16:
     vmovdqu     [r13 + S16_RANKS], ymm1
     mov         r14d, edx                       ; n
     xor         edx, edx
-.init:                                          ; rank of (id[j], id[j+1])
-    movzx       ecx, word [r13 + S16_IDS + rdx * 2]
-    movzx       esi, word [r13 + S16_IDS + rdx * 2 + 2]
-    RANK        eax, ecx, esi
+.init:                                          ; rank of (byte j, byte j+1):
+    movzx       ecx, byte [rsi + rdx]           ; the byte-pair table
+    shl         ecx, 8
+    movzx       eax, byte [rsi + rdx + 1]
+    or          ecx, eax
+    movzx       eax, word [rbp + rcx * 2]
     mov         [r13 + S16_RANKS + rdx * 2], ax
     inc         edx
     lea         eax, [edx + 1]
