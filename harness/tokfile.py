@@ -327,19 +327,31 @@ def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
     """Encode the input files (see encode_blocks) into the `.tok` file `output`,
     atomically (TokWriter: nothing is left at `output` when anything fails). progress,
     when given, is called with the source bytes done after each block. batch_bytes:
-    source bytes per block (memory in flight is about 8 blocks; tokens are written as
-    each block is done)."""
+    source bytes per block (memory in flight is about 8 blocks; each block's tokens are
+    written on a writer thread while the next block is encoded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     first_special = tokenizer.vocab_size - N_SPECIAL
-    specials = 0
-    with TokWriter(output, tokenizer.merges_hash, chat=chat) as w:
+    specials = done = 0
+    # blocks are written on a thread, one behind the encoding (the file write
+    # releases the GIL): the pool's exit waits for the last write, then the
+    # TokWriter's exit completes the file, or removes it after an error
+    with TokWriter(output, tokenizer.merges_hash, chat=chat) as w, \
+            ThreadPoolExecutor(1, thread_name_prefix="asmbpe-writer") as pool:
+        pending = None
         for tokens, docs, nbytes in encode_blocks(tokenizer, inputs, chat=chat,
                                                   threads=threads, separator=separator,
                                                   batch_bytes=batch_bytes):
             plain = tokens & np.uint16(~MASKBIT & 0xFFFF) if chat else tokens
             specials += int(np.count_nonzero(plain >= first_special))
-            w.write(tokens, docs, nbytes)
+            if pending is not None:
+                pending.result()                # the previous block is written
+            pending = pool.submit(w.write, tokens, docs, nbytes)
+            done += nbytes
             if progress is not None:
-                progress(w.source_bytes)
+                progress(done)
+        if pending is not None:
+            pending.result()
     return EncodeSummary(w.path, w.tokens, w.documents, w.source_bytes, specials)
 
 
