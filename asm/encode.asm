@@ -722,8 +722,22 @@ enc_worker:
     lea         rax, [rdx - 2]
     cmp         rax, CACHE_MAX_LEN - 2
     ja          .hash_next                      ; one byte, or too long
+    cmp         edx, 8
+    ja          .hash_long
+    mov         r8, [rsi + rdx - 8]             ; 2..8 bytes: the 8 bytes
+    lea         ecx, [edx * 8]                  ; ending at the chunk's end,
+    neg         ecx                             ; shifted to keep its bytes,
+    add         ecx, 64                         ; plus the length, times an
+    shrx        r8, r8, rcx                     ; odd constant: the top bits
+    add         r8, rdx                         ; pick the entry
+    mov         r9, HASH_K1
+    imul        r8, r9
+    shr         r8, 64 - 16
+    jmp         .hashed
+.hash_long:
     HASH_BYTES  rsi, rdx, r8, r9, r10
     and         r8d, CACHE_ENTRIES - 1
+.hashed:
     shl         r8, CE_SHIFT
     add         r8, rdi
     mov         [rsp + W_ENTRY + r14 * 8], r8
