@@ -74,21 +74,43 @@ FUNC asmbpe_tab_free, 1, 10, 0, tab
     mov         rbx, tabq
     test        rbx, rbx
     jz          .ret
+    mov         rdi, rbx
+    call        asmbpe_wordtab_release          ; slots and arena
+    mov         rdi, rbx
+    mov         esi, 4096
+    call        asmbpe_unmap
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_wordtab_release(asmbpe_wordtab *t)   (any table: tab_free, and
+; train.asm with ASMBPE_RELEASE_WORDS)
+; Gives back the slots and the key arena: t keeps its header and reads as
+; empty (size 0, no slots); only asmbpe_wordtab_free may follow.
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_wordtab_release, 1, 10, 0, t
+    mov         rbx, tq
     cmp         qword [rbx + T_OWNS_KEYS], 0
     je          .slots
     mov         rdi, [rbx + T_BASE]
     mov         rsi, [rbx + T_ARENA_CAP]
     call        asmbpe_unmap
+    xor         eax, eax
+    mov         [rbx + T_BASE], rax
+    mov         [rbx + T_ARENA_CAP], rax
+    mov         [rbx + T_ARENA_USE], rax
 .slots:
     mov         rdi, [rbx + T_SLOTS]
     mov         rsi, [rbx + T_MASK]
     inc         rsi
     shl         rsi, 5
     call        asmbpe_unmap
-    mov         rdi, rbx
-    mov         esi, 4096
-    call        asmbpe_unmap
-.ret:
+    xor         eax, eax
+    mov         [rbx + T_SLOTS], rax
+    mov         [rbx + T_USED], rax
+    mov         qword [rbx + T_MASK], -1        ; (mask + 1) * SLOT = 0 bytes
     RET
 ENDFUNC
 
@@ -489,36 +511,6 @@ FUNC asmbpe_wordtab_free, 1, 11, 0, t
     mov         rdi, rbx
     call        asmbpe_tab_free
 .ret:
-    RET
-ENDFUNC
-
-;-----------------------------------------------------------------------------
-; void asmbpe_wordtab_release(asmbpe_wordtab *t)     (train.asm, internal)
-; Gives back the slots and the key arena: t keeps its header and reads as
-; empty (size 0, no slots), and only asmbpe_wordtab_free may follow.
-;-----------------------------------------------------------------------------
-HIDDEN
-FUNC asmbpe_wordtab_release, 1, 10, 0, t
-    mov         rbx, tq
-    cmp         qword [rbx + T_OWNS_KEYS], 0
-    je          .slots
-    mov         rdi, [rbx + T_BASE]
-    mov         rsi, [rbx + T_ARENA_CAP]
-    call        asmbpe_unmap
-    xor         eax, eax
-    mov         [rbx + T_BASE], rax
-    mov         [rbx + T_ARENA_CAP], rax
-    mov         [rbx + T_ARENA_USE], rax
-.slots:
-    mov         rdi, [rbx + T_SLOTS]
-    mov         rsi, [rbx + T_MASK]
-    inc         rsi
-    shl         rsi, 5
-    call        asmbpe_unmap
-    xor         eax, eax
-    mov         [rbx + T_SLOTS], rax
-    mov         [rbx + T_USED], rax
-    mov         qword [rbx + T_MASK], -1        ; (mask + 1) * SLOT = 0 bytes
     RET
 ENDFUNC
 

@@ -1043,6 +1043,17 @@ short_path:
 %define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
 %define S16_RANKS   64                          ; u16 ranks [16]
 
+; SET_LANE value32, lane32: u16 lane `lane` of ymm4 := value (ymm5 = lane_w).
+; Clobbers ymm6, ymm7.
+%macro SET_LANE 2
+    vmovd       xmm6, %1
+    vpbroadcastw ymm6, xmm6
+    vmovd       xmm7, %2
+    vpbroadcastw ymm7, xmm7
+    vpcmpeqw    ymm7, ymm7, ymm5
+    vpblendvb   ymm4, ymm4, ymm6, ymm7
+%endmacro
+
 short16:
     mov         rbp, [rax + E_BP]               ; (rax: the encoder)
     lea         r13, [rbx + TS_RANK]
@@ -1107,12 +1118,7 @@ short16:
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
     RANK        eax, r14d, esi                  ; (t, id[q])
 .set_i:
-    vmovd       xmm6, eax                       ; lane i := rank
-    vpbroadcastw ymm6, xmm6
-    vmovd       xmm7, ebp
-    vpbroadcastw ymm7, xmm7
-    vpcmpeqw    ymm7, ymm7, ymm5
-    vpblendvb   ymm4, ymm4, ymm6, ymm7
+    SET_LANE    eax, ebp                        ; lane i := rank
     bzhi        esi, r15d, ebp                  ; p: the last live before i
     test        esi, esi
     jz          .step
@@ -1121,12 +1127,7 @@ short16:
     mov         edx, esi
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
     RANK        eax, esi, r14d                  ; (id[p], t)
-    vmovd       xmm6, eax                       ; lane p := rank
-    vpbroadcastw ymm6, xmm6
-    vmovd       xmm7, edx
-    vpbroadcastw ymm7, xmm7
-    vpcmpeqw    ymm7, ymm7, ymm5
-    vpblendvb   ymm4, ymm4, ymm6, ymm7
+    SET_LANE    eax, edx                        ; lane p := rank
     jmp         .step
 .out:                                           ; the live ids, in order
     tzcnt       ecx, r15d

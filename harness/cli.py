@@ -21,6 +21,7 @@ Errors about the input or the environment are one line on stderr,
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -274,7 +275,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from .train import TrainError
     from .train import train as run_train
 
-    from .corpora import budget_batch_bytes, check_streamable, release_arrow_memory
+    from .corpora import arrow_memory_kept, budget_batch_bytes, check_streamable
     from .train import BATCH_BYTES
 
     out = _check_output(output)
@@ -284,7 +285,6 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     if budget is not None:
         batch_bytes = budget_batch_bytes(budget, "train", files)
         check_streamable(files, batch_bytes, separator)
-        release_arrow_memory()
     progress = _TrainProgress(enabled=not quiet)
     close = None
     try:
@@ -298,10 +298,11 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                                        separator=separator, batch_bytes=batch_bytes,
                                        progress=progress)
         else:
-            result = run_train(files, vocab_size=vocab_size, threads=threads, naive=naive,
-                               max_word_bytes=max_word_bytes, min_count=min_count,
-                               verify=verify, progress=progress, separator=separator,
-                               batch_bytes=batch_bytes)
+            with arrow_memory_kept() if budget is None else contextlib.nullcontext():
+                result = run_train(files, vocab_size=vocab_size, threads=threads,
+                                   naive=naive, max_word_bytes=max_word_bytes,
+                                   min_count=min_count, verify=verify, progress=progress,
+                                   separator=separator, batch_bytes=batch_bytes)
     except (ValueError, TypeError, TrainError) as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -590,8 +591,8 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
     those of the single .tok file, and the files are the same bytes for any number of
     workers. After an error no shard of the run and no manifest is left.
     """
-    from .corpora import (budget_batch_bytes, check_streamable, estimate_bytes,
-                          release_arrow_memory)
+    from .corpora import (arrow_memory_kept, budget_batch_bytes, check_streamable,
+                          estimate_bytes)
     from .tokfile import BLOCK_BYTES, encode_to_tok
 
     _check_threads(threads)
@@ -603,7 +604,6 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
         batch_bytes = budget_batch_bytes(budget, "encode", files)
         if not chat:
             check_streamable(files, batch_bytes, separator)
-        release_arrow_memory()
     if cluster or sharded:
         return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
                                cluster, quiet)
@@ -613,8 +613,10 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
                               enabled=not quiet)
     t0 = time.perf_counter()
     try:
-        s = encode_to_tok(tok, files, out, chat=chat, threads=threads, separator=separator,
-                          progress=progress, batch_bytes=batch_bytes)
+        with arrow_memory_kept() if budget is None else contextlib.nullcontext():
+            s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
+                              separator=separator, progress=progress,
+                              batch_bytes=batch_bytes)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)

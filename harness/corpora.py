@@ -40,6 +40,7 @@ import gzip
 import io
 import json
 import os
+import contextlib
 import queue
 import struct
 import threading
@@ -67,19 +68,26 @@ __all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
-# Give the memory Arrow freed back to the OS after every Parquet row group. Bounded
-# streaming (`--memory`) turns it on (release_arrow_memory); otherwise the allocator
-# keeps it for the next row group, which is faster: memory the OS hands out afresh is
-# slow to touch on some VMs (reading english.parquet: 11,000 page faults and 0.1-0.5 s
+# Give the memory Arrow freed back to the OS after every Parquet row group, so that
+# reading holds about one row group (what bounded streaming, `--memory`, and the
+# distributed workers rely on). Within `arrow_memory_kept()` the allocator keeps it for
+# the next row group instead, which is faster where memory the OS hands out afresh is
+# slow to touch (this VM, reading english.parquet: 11,000 page faults and 0.1-0.5 s
 # of system time with the release, 3,900 and 0.04-0.2 s without; peak RSS +50 MB).
-RELEASE_ARROW_MEMORY = False
+RELEASE_ARROW_MEMORY = True
 
 
-def release_arrow_memory(on: bool = True) -> None:
-    """Whether Parquet reading gives Arrow's freed memory back after every row group
-    (what bounded-memory streaming needs; see RELEASE_ARROW_MEMORY)."""
+@contextlib.contextmanager
+def arrow_memory_kept():
+    """Within: Parquet reading keeps Arrow's freed memory for the next row group
+    (faster, one row group more at peak); restored on exit. The `train` and `encode`
+    commands read this way when no --memory budget is given."""
     global RELEASE_ARROW_MEMORY
-    RELEASE_ARROW_MEMORY = bool(on)
+    old, RELEASE_ARROW_MEMORY = RELEASE_ARROW_MEMORY, False
+    try:
+        yield
+    finally:
+        RELEASE_ARROW_MEMORY = old
 
 
 class InputError(_Base):
@@ -229,8 +237,8 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
     Read one row group at a time (`read_row_group`), then cut into batches: the row
     group is the unit of streaming, and this holds about one row group of Arrow memory
     (measured: ParquetFile.iter_batches held several times that, and its allocator kept
-    the peak), which is given back to the OS after each row group when
-    RELEASE_ARROW_MEMORY is on."""
+    the peak), which is given back to the OS after each row group (unless within
+    arrow_memory_kept)."""
     import pyarrow as pa
 
     pool = pa.default_memory_pool()

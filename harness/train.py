@@ -358,9 +358,8 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     tab = table.handle
     unique_words = len(table)
     chunks = table.total
-    flags = (1 if naive else 0) | (2 if verify else 0)
-    if _release:
-        flags |= int(L.ASMBPE_RELEASE_WORDS)
+    flags = ((L.ASMBPE_NAIVE if naive else 0) | (L.ASMBPE_VERIFY if verify else 0)
+             | (L.ASMBPE_RELEASE_WORDS if _release else 0))
     merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
     counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
     raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)

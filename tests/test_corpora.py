@@ -210,3 +210,21 @@ def test_parquet_batches_are_text_batches_with_the_same_documents(corpus_files):
     kjv = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
     mixed = list(iter_batches([kjv, path], 1 << 20))
     assert sum(len(b) for b in mixed) == 1 + len(docs)
+
+
+def test_arrow_memory_kept_is_scoped():
+    """The commands keep Arrow's freed memory only within arrow_memory_kept(); the
+    release that bounded streaming and the distributed workers rely on comes back on
+    exit, after an error too."""
+    from harness import corpora
+
+    assert corpora.RELEASE_ARROW_MEMORY is True
+    with corpora.arrow_memory_kept():
+        assert corpora.RELEASE_ARROW_MEMORY is False
+    assert corpora.RELEASE_ARROW_MEMORY is True
+    try:
+        with corpora.arrow_memory_kept():
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert corpora.RELEASE_ARROW_MEMORY is True
