@@ -17,9 +17,11 @@
 ;                       linked list of the chunk's tokens, O(n log n) — a
 ;                       1 MB run with no boundary stays fast
 ;
-; Threads claim blocks of DOC_BLOCK documents (smaller ones at the end).  Document d's tokens are first
-; written at out[start(d) + d] (its own room: its bytes plus <|bos|>, so the
-; threads never share a range), then moved down into document order.
+; Threads claim blocks of DOC_BLOCK documents (smaller ones at the end).  A
+; claim's documents are written one after another from out[start(d0) + d0],
+; d0 its first document (the claim's own room: its bytes plus a <|bos|> per
+; document, so the threads never share a range, and only the pages of the ids
+; written are touched), then moved down into document order.
 ; Layout and constants: encode.inc.
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
@@ -529,8 +531,9 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         rax, [rsp + J_STATUS]
     test        rax, rax
     jnz         .ret
-    ; documents into order: document d's ids move from out[start(d) + d]
-    ; down to the end of those before it (never up: a forward copy is safe)
+    ; documents into order: each claim's ids move from out[start(d0) + d0]
+    ; (d0: its first document, bit 63 of its count) down to the end of those
+    ; before it (never up: a forward copy is safe)
     rdtsc
     shl         rdx, 32
     or          rax, rdx
@@ -544,9 +547,13 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
 .move:
     cmp         rdx, [rsp + J_NDOCS]
     jae         .moved
-    lea         rsi, [r11 + rdx]
-    lea         rsi, [r8 + rsi * 2]
     mov         rcx, [r10 + rdx * 8]
+    btr         rcx, 63
+    jnc         .same_claim                     ; rsi: after the last document
+    mov         [r10 + rdx * 8], rcx
+    lea         rsi, [r11 + rdx]                ; a claim's first: its room
+    lea         rsi, [r8 + rsi * 2]
+.same_claim:
     add         rcx, rcx                        ; bytes
     cmp         rsi, rdi
     je          .in_place
@@ -554,6 +561,7 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     jmp         .next_doc
 .in_place:
     add         rdi, rcx
+    add         rsi, rcx
 .next_doc:
     mov         r11, [r9 + rdx * 8]
     inc         rdx
@@ -601,6 +609,7 @@ ENDFUNC
 %define W_T0        (W_DOC + 72)                ; rdtsc at the start
 %define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
 %define W_T2        (W_DOC + 88)                ; rdtsc before a miss
+%define W_FIRST     (W_DOC + 96)                ; 1: the claim's first document
 %define EW_FRAME    (EW_BUF * 16 + 104)         ; 6 pushes + this: aligned
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
@@ -663,6 +672,7 @@ enc_worker:
     cmp         rax, [r12 + J_NDOCS]
     cmova       rax, [r12 + J_NDOCS]
     mov         [rsp + W_DOCEND], rax
+    mov         qword [rsp + W_FIRST], 1
 .doc:
     mov         rdx, [rsp + W_DOC]
     cmp         rdx, [rsp + W_DOCEND]
@@ -681,9 +691,12 @@ enc_worker:
     mov         [rsp + W_LEN], rsi
     mov         r13, [r12 + J_BUF]
     add         r13, rax                        ; the document's text
-    add         rax, rdx                        ; its room in out
+    cmp         qword [rsp + W_FIRST], 0
+    je          .same_claim                     ; w: after the last document's
+    add         rax, rdx                        ; ids, or the claim's room
     mov         r15, [r12 + J_OUT]
-    lea         r15, [r15 + rax * 2]            ; w
+    lea         r15, [r15 + rax * 2]
+.same_claim:
     mov         [rsp + W_O], r15
     test        qword [r12 + J_FLAGS], EF_BOS
     jz          .no_bos
@@ -861,6 +874,11 @@ enc_worker:
     mov         rax, r15
     sub         rax, [rsp + W_O]
     shr         rax, 1
+    cmp         qword [rsp + W_FIRST], 0        ; a claim's first document:
+    je          .count                          ; bit 63 of its count, for the
+    bts         rax, 63                         ; move (which clears it)
+    mov         qword [rsp + W_FIRST], 0
+.count:
     mov         rcx, [r12 + J_COUNTS]
     mov         rdx, [rsp + W_D]
     mov         [rcx + rdx * 8], rax
