@@ -164,6 +164,16 @@ int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
                       uint64_t threads, uint64_t flags,
                       uint16_t *out, uint64_t *counts);
 
+/* encode.asm: asmbpe_encode on documents that lie anywhere: document i is
+ * docs[i][0, doc_ends[i] - doc_ends[i-1]) (doc_ends still cumulative), read
+ * exactly, no padding needed.  Each thread copies the document it encodes into
+ * a padded buffer of its own (kept with the encoder), so the caller never packs
+ * the documents into one text.  Same out, counts, flags and result. */
+int64_t asmbpe_encode_docs(asmbpe_enc *e, const uint8_t *const *docs,
+                           const uint64_t *doc_ends, uint64_t n_docs,
+                           uint64_t threads, uint64_t flags,
+                           uint16_t *out, uint64_t *counts);
+
 /* threads.asm: peak bytes the library has had mapped; reset != 0 restarts the
  * peak from what is mapped now. */
 uint64_t asmbpe_mapped_peak(int reset);

@@ -212,6 +212,9 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
     mov         rsi, [r14 + TS_LONGCAP]
     shl         rsi, 5                          ; x LONG_BYTES_PER
     call        asmbpe_unmap
+    mov         rdi, [r14 + TS_DOC]
+    mov         rsi, [r14 + TS_DOCCAP]
+    call        asmbpe_unmap
     mov         rdi, r14
     mov         esi, (TS_SIZE + 4095) & ~4095
     call        asmbpe_unmap
@@ -470,7 +473,15 @@ ENDFUNC
 %define EN_COUNTS   (6 * 8 + 16)
 %define EN_FRAME    88                          ; job; calls aligned
 
-FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
+FUNC asmbpe_encode, 6, 6, 0, e, text, ends, ndocs, threads, flags
+    and         flagsq, EF_PUBLIC
+    jmp         asmbpe_encode_impl              ; (nothing pushed: the stack
+ENDFUNC                                         ; arguments are where they were)
+
+; asmbpe_encode_impl: asmbpe_encode and asmbpe_encode_docs (flags checked,
+; EF_DOCPTRS set by the latter)
+HIDDEN
+FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     sub         rsp, EN_FRAME
     mov         rax, ASMBPE_EINVAL
     test        threadsq, threadsq
@@ -588,6 +599,23 @@ FUNC asmbpe_encode, 6, 15, 0, e, text, ends, ndocs, threads, flags
     RET
 ENDFUNC
 
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_encode_docs(asmbpe_enc *e, const uint8_t *const *docs,
+;                            const uint64_t *doc_ends, uint64_t n_docs,
+;                            uint64_t threads, uint64_t flags,
+;                            uint16_t *out, uint64_t *counts)
+;
+; asmbpe_encode on documents that lie anywhere: document i is docs[i][0,
+; doc_ends[i] - doc_ends[i-1]), read exactly (no padding needed).  Each
+; thread copies the document it encodes into its own padded buffer (kept
+; across calls), so the documents are never packed into one text.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_encode_docs, 6, 6, 0, e, docs, ends, ndocs, threads, flags
+    and         flagsq, EF_PUBLIC
+    or          flagsq, EF_DOCPTRS
+    jmp         asmbpe_encode_impl
+ENDFUNC
+
 ;=============================================================================
 ; enc_worker(job, tid): claim blocks of documents until none is left.  Each
 ; document is split EW_BUF chunks at a time; pass 1 hashes the chunks that
@@ -690,7 +718,10 @@ enc_worker:
     sub         rsi, rax
     mov         [rsp + W_LEN], rsi
     mov         r13, [r12 + J_BUF]
+    test        qword [r12 + J_FLAGS], EF_DOCPTRS
+    jnz         .doc_copy
     add         r13, rax                        ; the document's text
+.have_text:
     cmp         qword [rsp + W_FIRST], 0
     je          .same_claim                     ; w: after the last document's
     add         rax, rdx                        ; ids, or the claim's room
@@ -883,6 +914,40 @@ enc_worker:
     mov         rdx, [rsp + W_D]
     mov         [rcx + rdx * 8], rax
     jmp         .doc
+.doc_copy:                                      ; asmbpe_encode_docs: the
+    mov         r14, rax                        ; document (r13[d], W_LEN
+    mov         rbp, rdx                        ; bytes) into TS_DOC, padded
+    lea         rax, [rsi + 2 * PAD + 64]       ; (rax, rdx kept in r14, rbp)
+    cmp         rax, [rbx + TS_DOCCAP]
+    jbe         .doc_room
+    mov         rdi, [rbx + TS_DOC]             ; grow
+    mov         rsi, [rbx + TS_DOCCAP]
+    call        asmbpe_unmap
+    mov         qword [rbx + TS_DOC], 0
+    mov         qword [rbx + TS_DOCCAP], 0
+    mov         rdi, [rsp + W_LEN]
+    add         rdi, 2 * PAD + 64 + DOC_GRAIN - 1
+    and         rdi, -DOC_GRAIN
+    mov         [rsp + W_T2], rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .doc_enomem
+    mov         [rbx + TS_DOC], rax
+    mov         rax, [rsp + W_T2]
+    mov         [rbx + TS_DOCCAP], rax
+    mov         r13, [r12 + J_BUF]
+.doc_room:
+    mov         rsi, [r13 + rbp * 8]
+    mov         rdi, [rbx + TS_DOC]
+    add         rdi, PAD
+    mov         r13, rdi                        ; the text: the copy
+    mov         rcx, [rsp + W_LEN]
+    rep movsb
+    mov         rax, r14
+    mov         rdx, rbp
+    jmp         .have_text
+.doc_enomem:
+    mov         qword [r12 + J_STATUS], ASMBPE_ENOMEM
 .done:
     vzeroupper
     PROF_ADD    W_T0, TS_CYC_TOTAL

@@ -58,17 +58,18 @@ class GuardedArena:
                 raise OSError(ctypes.get_errno(), "mprotect failed")
 
     def place(self, data: bytes, anchor: str = "end", align: int | None = None,
-              fill: int = PAD_BYTE):
-        """Copy `data` in; returns (cdata uint8_t* to the text, offset)."""
+              fill: int = PAD_BYTE, pad: int = PAD):
+        """Copy `data` in, `pad` bytes from the guard page it is anchored to (0: touching
+        it); returns (cdata uint8_t* to the text, offset)."""
         n = len(data)
         if n + 2 * PAD + 64 > self.hi - self.lo:
             raise ValueError("text larger than the arena")
         if anchor == "end":
-            off = self.hi - PAD - n
+            off = self.hi - pad - n
             if align is not None:
                 off -= (off - align) % 64
         elif anchor == "start":
-            off = self.lo + PAD
+            off = self.lo + pad
             if align is not None:
                 off += align
         else:
@@ -117,6 +118,31 @@ class Packer:
         self.array[pos:pos + PAD] = PAD_BYTE
         ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
         return ptr, ends, n
+
+
+def doc_pointers(docs):
+    """The documents where they lie, for asmbpe_encode_docs (no copy): (uint8_t ** to
+    one pointer per document, their end offsets as if joined (uint64), total bytes,
+    the objects that must stay alive during the call). docs: a TextBatch (pointers
+    into its parts, computed with numpy) or a list of bytes-like documents."""
+    if isinstance(docs, TextBatch):
+        ptrs, keep = [], []
+        for data, ends in docs.parts:
+            base = int(ffi.cast("uintptr_t", ffi.from_buffer("uint8_t[]", data)))
+            starts = np.empty(len(ends), dtype=np.uint64)
+            starts[0] = 0
+            starts[1:] = ends[:-1]
+            ptrs.append(starts + np.uint64(base))
+            keep.append(data)
+        table = np.concatenate(ptrs) if ptrs else np.zeros(0, np.uint64)
+        keep.append(table)
+        return (ffi.cast("uint8_t **", ffi.from_buffer("uint64_t[]", table)), docs.ends,
+                docs.nbytes, keep)
+    bufs = [ffi.from_buffer("uint8_t[]", d) for d in docs]
+    ends = np.cumsum(np.fromiter(map(len, bufs), dtype=np.uint64, count=len(bufs)),
+                     dtype=np.uint64)
+    table = ffi.new("uint8_t *[]", bufs)
+    return table, ends, int(ends[-1]) if len(ends) else 0, (bufs, table)
 
 
 class TextBatch:

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import twin
 from ._lib import ffi, lib, checkasm_lib
-from .buffers import GuardedArena
+from .buffers import PAD, GuardedArena
 
 REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
             (64, "direction flag left set"), (128, "missing vzeroupper"),
@@ -39,6 +39,8 @@ REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r
 MARGIN = 8                  # u64 margin each side of output arrays
 MARGIN_FILL = 0x9999999999999999
 MB = 1 << 20
+DOCS = 1 << 16              # _asm_encode: through asmbpe_encode_docs (not a library flag)
+INTERNAL = 1 << 8           # the library's internal flag: asmbpe_encode must ignore it
 
 
 class CheckFailure(Exception):
@@ -516,17 +518,28 @@ def _merge_tables(rng: random.Random) -> list[tuple[str, np.ndarray]]:
 def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: int, flags: int,
                 anchor: str, align: int | None, case: str):
     """Encode `docs` (one guarded buffer) through the trampoline; (ids, counts) or None
-    after reporting a failure. The output arrays carry margins that must survive."""
-    ptr, _ = arena.place(b"".join(docs), anchor, align)
+    after reporting a failure. The output arrays carry margins that must survive.
+    flags & DOCS: through asmbpe_encode_docs, the documents one after another with no
+    padding at all (the first or the last touching a guard page), by pointer."""
+    by_ptr = bool(flags & DOCS)
+    flags &= ~DOCS
+    ptr, _ = arena.place(b"".join(docs), anchor, align, pad=0 if by_ptr else PAD)
     ends_full, ends = out_array(len(docs))
     ends[:] = np.cumsum([len(d) for d in docs], dtype=np.uint64)
     cap = int(ends[-1]) + len(docs)
     out_full = np.full(cap + 64, 0x9999, dtype=np.uint16)
     c_full, counts = out_array(len(docs))
     ctx.on(case)
-    got = ctx.call("asmbpe_encode", enc, ptr, ffi.from_buffer("uint64_t[]", ends), len(docs),
-                   threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
-                   ffi.from_buffer("uint64_t[]", counts))
+    if by_ptr:
+        starts = [0] + ends[:-1].tolist()
+        table = ffi.new("uint8_t *[]", [ptr + s for s in starts])
+        got = ctx.call("asmbpe_encode_docs", enc, table, ffi.from_buffer("uint64_t[]", ends),
+                       len(docs), threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
+                       ffi.from_buffer("uint64_t[]", counts))
+    else:
+        got = ctx.call("asmbpe_encode", enc, ptr, ffi.from_buffer("uint64_t[]", ends), len(docs),
+                       threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
+                       ffi.from_buffer("uint64_t[]", counts))
     got = got - (1 << 64) if got >> 63 else got
     if got < 0:
         ctx.fail(f"asmbpe_encode: {case}: status {got}")
@@ -593,7 +606,8 @@ def check_encode(ctx: Ctx) -> None:
                 ids = ([bos] if i % 2 else []) + [x for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
                 want += ids
                 want_counts.append(len(ids))
-            flags = (i % 2) | (2 if i % 3 == 0 else 0) | (4 if i % 4 == 1 else 0)
+            flags = (i % 2) | (2 if i % 3 == 0 else 0) | (4 if i % 4 == 1 else 0) \
+                | (DOCS if i % 3 == 1 else INTERNAL if i % 7 == 2 else 0)
             threads = [1, 2, 3, 8][i % 4]
             anchor = ("end", "start")[(i // 2) % 2]
             align = None if i % 5 else (i * 7) % 64

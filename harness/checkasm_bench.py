@@ -377,6 +377,24 @@ def bench_encode(env: Env) -> list[Case]:
     return cases
 
 
+@bench("asmbpe_encode_docs")
+def bench_encode_docs(env: Env) -> list[Case]:
+    """asmbpe_encode's cached case with the documents by pointer (each thread copies
+    the one it encodes into its padded buffer)."""
+    n = 1 << 14
+    L = env.L
+    e, m = _encoder(env)
+    inputs = [env.docs(k, n) for k in range(2)]
+    tables = [np.concatenate(([0], ends[:-1])).astype(np.uint64) + np.uint64(_ptr(b.ptr))
+              for b, ends in inputs]
+    outs = [(np.zeros(n + 64, dtype=np.uint16), np.zeros(len(ends), dtype=np.uint64))
+            for _, ends in inputs]
+    sets = [[_ptr(e), _ptr(t), _ptr(ends), len(ends), 1, 0, _ptr(o), _ptr(c)]
+            for t, (_, ends), (o, c) in zip(tables, inputs, outs)]
+    return [Case(f"asmbpe_encode_docs {n >> 10} KB, cached", "asmbpe_encode_docs", sets, n,
+                 keep=[inputs, tables, outs, m], after=lambda: L.asmbpe_enc_free(e))]
+
+
 @bench("asmbpe_decode")
 def bench_decode(env: Env) -> list[Case]:
     """The ids of 16 KB of text back to bytes (512 merges; the table built before)."""

@@ -1,8 +1,9 @@
 """Encoding many documents (SPEC §6): the one entry point every production encode goes
 through (`Tokenizer.encode`, `.encode_batch`, `.encode_many`, `.render_chat`, the CLI).
 
-The work is one `asmbpe_encode` call per batch (asm/encode.asm): the documents are
-packed into one padded buffer (`buffers.Packer`), the library splits them into chunks,
+The work is one `asmbpe_encode_docs` call per batch (asm/encode.asm): the library
+takes the documents where they lie (`buffers.doc_pointers`: no packing), each thread
+copies the document it works on into a padded buffer of its own, splits it into chunks,
 turns each chunk into ids (lowest-numbered merge first, with a 65,536-entry cache per
 thread for chunks of up to 48 bytes) on its own threads, blocks of 256 documents at a
 time, and returns the ids in document order. The encoder object (the pair -> merge
@@ -17,7 +18,7 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import Packer
+from .buffers import doc_pointers
 
 __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
@@ -30,7 +31,7 @@ STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
 
 
 class _Encoder:
-    """The library's encoder for one tokenizer, its lock and its input buffer."""
+    """The library's encoder for one tokenizer, its lock and its output buffer."""
 
     def __init__(self, tokenizer):
         L = lib()
@@ -40,7 +41,6 @@ class _Encoder:
             raise MemoryError("asmbpe_enc_new: out of memory")
         self.handle = ffi.gc(handle, L.asmbpe_enc_free)
         self.lock = threading.Lock()
-        self.packer = Packer()
         self.out = np.empty(0, dtype=np.uint16)     # reused: no fresh pages per call
 
     def out_buffer(self, n: int) -> np.ndarray:
@@ -92,13 +92,14 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     flags = ((L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
              | (L.ASMBPE_ENC_PROFILE if profile else 0))
     with enc.lock:
-        ptr, ends, n = enc.packer.pack(docs)
+        ptrs, ends, n, keep = doc_pointers(docs)
         out = enc.out_buffer(n + len(docs))
-        got = L.asmbpe_encode(enc.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
+        got = L.asmbpe_encode_docs(enc.handle, ptrs, ffi.from_buffer("uint64_t[]", ends),
                               len(docs), _threads(threads, len(docs), n), flags,
                               ffi.from_buffer("uint16_t[]", out),
                               ffi.from_buffer("uint64_t[]", counts))
         tokens = out[:max(got, 0)].copy()
+        del keep
     if got < 0:
         raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
     return tokens, counts
