@@ -51,25 +51,27 @@ lane_w:
 
 section .text
 
-; RANK dst32, a32, b32: dst = the merge number of the pair (a, b), NO_RANK if
-; none.  Needs r8 = slots, r9d = mask, r10d = shift.  Clobbers ecx, r11.
-%macro RANK 3
-    mov         ecx, %2
+; RANK dst32, dst64, a32, b32: dst = the merge number of the pair (a, b),
+; NO_RANK if none (dst64: dst32's 64-bit register; its top half is zero on a
+; hit).  Each probe is one load of a {key, rank} slot.  Needs r8 = slots, r9d
+; = mask, r10d = shift.  Clobbers ecx, r11.
+%macro RANK 4
+    mov         ecx, %3
     shl         ecx, 16
-    or          ecx, %3                         ; P
+    or          ecx, %4                         ; P
     imul        r11d, ecx, RANK_MUL
     shrx        r11d, r11d, r10d
 %%probe:
-    mov         %1, [r8 + r11 * 8]
+    mov         %2, [r8 + r11 * 8]
     cmp         %1, ecx
     je          %%hit
     cmp         %1, NO_RANK
-    je          %%done                          ; (dst = NO_RANK)
+    je          %%done                          ; (dst32 = NO_RANK)
     inc         r11d
     and         r11d, r9d
     jmp         %%probe
 %%hit:
-    mov         %1, [r8 + r11 * 8 + 4]
+    shr         %2, 32
 %%done:
 %endmacro
 
@@ -1040,7 +1042,7 @@ short_path:
     jae         .round
     movzx       ecx, word [rdi + rdx * 2]
     movzx       r15d, word [rdi + rdx * 2 + 2]
-    RANK        r15d, ecx, r15d
+    RANK        r15d, r15, ecx, r15d
     mov         [rbx + TS_RANK + rdx * 4], r15d
     cmp         r15d, ebp
     cmovb       ebp, r15d
@@ -1084,7 +1086,7 @@ short_path:
 .lookup:
     movzx       ecx, word [rdi + rdx * 2 - 2]
     movzx       r15d, word [rdi + rdx * 2]
-    RANK        r15d, ecx, r15d
+    RANK        r15d, r15, ecx, r15d
     mov         ecx, r15d
 .set:
     mov         [rbx + TS_RANK + rdx * 4 - 4], ecx
@@ -1199,7 +1201,7 @@ short16:
     tzcnt       esi, esi
     add         esi, ecx
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, r14d, esi                  ; (t, id[q])
+    RANK        eax, rax, r14d, esi                  ; (t, id[q])
 .set_i:
     SET_LANE    eax, ebp                        ; lane i := rank
     bzhi        esi, r15d, ebp                  ; p: the last live before i
@@ -1209,7 +1211,7 @@ short16:
     xor         esi, 31
     mov         edx, esi
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, esi, r14d                  ; (id[p], t)
+    RANK        eax, rax, esi, r14d                  ; (id[p], t)
     SET_LANE    eax, edx                        ; lane p := rank
     jmp         .step
 .out:                                           ; the live ids, in order
@@ -1297,7 +1299,7 @@ long_path:
     jae         .loop
     movzx       eax, word [r12 + rdi * 2]
     movzx       edx, word [r12 + rdi * 2 + 2]
-    RANK        eax, eax, edx
+    RANK        eax, rax, eax, edx
     cmp         eax, NO_RANK
     je          .init_next
     shl         rax, 32
@@ -1321,7 +1323,7 @@ long_path:
     jae         .loop
     movzx       edx, word [r12 + rcx * 2]
     push        rcx
-    RANK        eax, eax, edx
+    RANK        eax, rax, eax, edx
     pop         rcx
     cmp         eax, esi
     jne         .loop                           ; stale
@@ -1336,7 +1338,7 @@ long_path:
     push        rdx                             ; (t, id[k]) at i
     push        rdi
     movzx       eax, word [r12 + rdx * 2]
-    RANK        eax, esi, eax
+    RANK        eax, rax, esi, eax
     pop         rdi
     pop         rdx
     cmp         eax, NO_RANK
@@ -1354,7 +1356,7 @@ long_path:
     je          .loop
     movzx       eax, word [r12 + rdx * 2]       ; (id[h], t) at h
     push        rdx
-    RANK        eax, eax, esi
+    RANK        eax, rax, eax, esi
     pop         rdx
     cmp         eax, NO_RANK
     je          .loop
