@@ -252,3 +252,34 @@ def test_decode_bytes_is_fast_on_millions_of_ids(tok, kjv_docs):
     seconds = time.perf_counter() - start
     assert out == expected
     assert seconds < 2.0, f"decode_bytes of {many.size:,} ids took {seconds:.2f} s"
+
+
+def test_encode_many_takes_any_bytes_like_document_where_it_lies(tok, kjv_docs):
+    """The library takes each document by pointer (asmbpe_encode_docs): bytes,
+    bytearray, memoryview, numpy arrays of any item size (harness.encoder, their bytes),
+    and Arrow-layout TextBatch blocks of several parts all give the twin's ids."""
+    from harness.buffers import TextBatch
+    from harness.encoder import encode_many
+
+    raw = [d for d in kjv_docs[:4]] + [t.encode() for t in MIXED]
+    want = [twin.encode(tok.merges, d) for d in raw]
+    tokens, counts = tok.encode_many([raw[0], bytearray(raw[1]), memoryview(raw[2])] + raw[3:],
+                                     threads=2)
+    ends = np.cumsum(counts)
+    assert [ids(tokens[e - c:e]) for e, c in zip(ends, counts)] == want
+
+    words = np.frombuffer(raw[0][:4000], dtype=np.uint32)      # 1000 items, 4000 bytes
+    forms = raw[:3] + [np.frombuffer(raw[3], np.uint8), words] + raw[4:]
+    expect = want[:4] + [twin.encode(tok.merges, raw[0][:4000])] + want[4:]
+    tokens, counts = encode_many(tok, forms, threads=2)
+    ends = np.cumsum(counts)
+    assert [ids(tokens[e - c:e]) for e, c in zip(ends, counts)] == expect
+
+    def batch(docs):
+        data = np.frombuffer(b"".join(docs), dtype=np.uint8)
+        return TextBatch(data, np.cumsum([len(d) for d in docs], dtype=np.uint64))
+
+    joined = TextBatch.concat([batch(raw[:3]), batch(raw[3:]), batch([b"", b"x"])])
+    tokens, counts = tok.encode_many(joined, threads=3)
+    ends = np.cumsum(counts)
+    assert [ids(tokens[e - c:e]) for e, c in zip(ends, counts)] == want + [[], [ord("x")]]
