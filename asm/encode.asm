@@ -640,7 +640,10 @@ ENDFUNC
 %define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
 %define W_T2        (W_DOC + 88)                ; rdtsc before a miss
 %define W_FIRST     (W_DOC + 96)                ; 1: the claim's first document
-%define EW_FRAME    (EW_BUF * 16 + 104)         ; 6 pushes + this: aligned
+%define W_MAXC      (W_DOC + 104)               ; longest cached chunk (1: none)
+%define W_SAFE      (W_DOC + 112)               ; a 16-byte store of ids at or
+                                                ; below this stays in the room
+%define EW_FRAME    (EW_BUF * 16 + 120)         ; 6 pushes + this: aligned
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
 ; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
@@ -680,6 +683,11 @@ enc_worker:
     mov         rax, [rbx + TS_CACHE]
 .no_cache:
     mov         [rsp + W_CACHE], rax
+    mov         ecx, CACHE_MAX_LEN
+    mov         edx, 1
+    test        rax, rax
+    cmovz       ecx, edx
+    mov         [rsp + W_MAXC], rcx
 .claim:                                         ; k = (left / threads) / 4,
     mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
     sub         rax, [r12 + J_NEXT]             ; only a size hint)
@@ -731,6 +739,9 @@ enc_worker:
     lea         r15, [r15 + rax * 2]
 .same_claim:
     mov         [rsp + W_O], r15
+    mov         rax, [rsp + W_LEN]              ; room: len + 1 ids from w
+    lea         rax, [r15 + rax * 2 - 14]
+    mov         [rsp + W_SAFE], rax
     test        qword [r12 + J_FLAGS], EF_BOS
     jz          .no_bos
     mov         rax, [r12 + J_ENC]
@@ -757,6 +768,7 @@ enc_worker:
     jz          .pass2
     mov         rbp, [rsp + W_POS]
     xor         r14d, r14d
+    mov         r11, HASH_K1
 .hash:
     cmp         r14, [rsp + W_N]
     jae         .pass2
@@ -776,8 +788,7 @@ enc_worker:
     add         ecx, 64                         ; plus the length, times an
     shrx        r8, r8, rcx                     ; odd constant: the top bits
     add         r8, rdx                         ; pick the entry
-    mov         r9, HASH_K1
-    imul        r8, r9
+    imul        r8, r11                         ; (HASH_K1)
     shr         r8, 64 - 16
     jmp         .hashed
 .hash_long:
@@ -801,8 +812,6 @@ enc_worker:
     lea         rsi, [r13 + rbp]
     mov         rdx, rax
     sub         rdx, rbp                        ; len
-    mov         rcx, [rsp + W_LEN]
-    sub         rcx, rbp                        ; room for ids from here
     mov         rbp, rax
     inc         r14
     cmp         rdx, 1
@@ -812,10 +821,8 @@ enc_worker:
     add         r15, 2
     jmp         .chunk
 .multi:
-    cmp         rdx, CACHE_MAX_LEN
+    cmp         rdx, [rsp + W_MAXC]
     ja          .uncached
-    cmp         qword [rsp + W_CACHE], 0
-    je          .uncached
     mov         r8, [rsp + W_ENTRY + r14 * 8 - 8]
     cmp         [r8 + CE_LEN], dl
     jne         .miss
@@ -848,8 +855,8 @@ enc_worker:
 .hit:
     inc         qword [rbx + TS_HITS]
     movzx       eax, byte [r8 + CE_NTOK]
-    cmp         rcx, 8                          ; room for a 16-byte store?
-    jb          .hit_small
+    cmp         r15, [rsp + W_SAFE]             ; room for a 16-byte store?
+    ja          .hit_small
     vmovdqu     xmm0, [r8 + CE_TOK]
     vmovdqu     [r15], xmm0
     lea         r15, [r15 + rax * 2]
