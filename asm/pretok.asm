@@ -92,17 +92,22 @@ ENDFUNC
 ; text is done (out[n-1] == len, or n == 0 when pos >= len); n == cap may
 ; leave text to split: call again with pos = out[cap - 1].
 ;
-; Where 64 bytes of text lie ahead and out has room, PRETOK_WINDOW takes many
-; chunks at once; otherwise (text end, non-ASCII, a run longer than the
-; window) PRETOK_CHUNK takes one.  After a window that gave nothing, the next
-; 64 bytes go chunk by chunk.
+; Where 64 bytes of text lie ahead, PRETOK_WINDOW takes many chunks at once
+; (into out, or, when out has room for fewer than 64, into a buffer on the
+; stack, of which the first ones that fit are kept); otherwise (text end,
+; non-ASCII, a run longer than the window) PRETOK_CHUNK takes one.  After a
+; window that gave nothing, the next 64 bytes go chunk by chunk.
 ; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..n) only.  Reads up to
 ; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
 ; saves rbx, rbp, r12-r15; uses the red zone.
 ;-----------------------------------------------------------------------------
 %define SL_UNTIL rsp - 40                       ; chunk by chunk until here
+%define SO_BUF      0                           ; a window's ends [64]
+%define SO_OUT      (64 * 8)                    ; out's place meanwhile
+%define SO_FRAME    (64 * 8 + 8)
 
 FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
+    sub         rsp, SO_FRAME
     mov         r9, outq
     lea         r11, [textq + lenq]             ; endp
     lea         r10, [textq + posq]             ; cur
@@ -127,9 +132,32 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     mov         rax, rsi
     sub         rax, r9
     cmp         rax, 64 * 8
-    jb          .one                            ; out too full for a window
+    jb          .window_short                   ; out too full for a window
     PRETOK_WINDOW r10, textq, r9, .window_failed
     jmp         .stored
+.window_short:                                  ; the window into SO_BUF,
+    mov         [rsp + SO_OUT], r9              ; then as many ends as fit
+    lea         r9, [rsp + SO_BUF]
+    PRETOK_WINDOW r10, textq, r9, .short_failed
+    lea         rcx, [rsp + SO_BUF]
+    sub         r9, rcx                         ; bytes of ends (> 0)
+    mov         rcx, r9
+    mov         r9, [rsp + SO_OUT]
+    mov         rax, rsi
+    sub         rax, r9                         ; room (> 0)
+    cmp         rcx, rax
+    cmova       rcx, rax                        ; cut: out is full, so the
+    xor         edx, edx                        ; caller resumes at its last
+.short_end:
+    mov         rax, [rsp + SO_BUF + rdx]
+    mov         [r9 + rdx], rax
+    add         rdx, 8
+    cmp         rdx, rcx
+    jb          .short_end
+    add         r9, rcx
+    jmp         .stored
+.short_failed:
+    mov         r9, [rsp + SO_OUT]
 .window_failed:
     lea         rax, [r10 + 64]
     mov         [SL_UNTIL], rax
@@ -149,5 +177,6 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     sub         rax, r8
     shr         rax, 3
 .ret:
+    add         rsp, SO_FRAME
     RET
 ENDFUNC

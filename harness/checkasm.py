@@ -269,8 +269,9 @@ def check_split_offsets(ctx: Ctx) -> None:
 
 
 def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], name: str) -> None:
-    """Small caps: the split must resume from out[cap - 1] with the same result."""
-    cap = ctx.rng.choice([1, 2, 3, 5])
+    """Small caps: the split must resume from out[cap - 1] with the same result (caps
+    under 64 and around it: a window then goes through the stack buffer and is cut)."""
+    cap = ctx.rng.choice([1, 2, 3, 5, 63, 64, 65, 100])
     ptr, _ = arena.place(data, "end")
     ctx.on(f"{name}, resumed with cap {cap}")
     got_all, pos = [], 0
