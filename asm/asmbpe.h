@@ -152,8 +152,8 @@ void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
  * order, counts[i] of them for document i.  flags: ASMBPE_ENC_BOS puts
  * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
  * bypasses the chunk caches; ASMBPE_ENC_PROFILE keeps the cycle counters of
- * asmbpe_enc_stats.  Returns the ids written or a negative status.
- * One call at a time per encoder. */
+ * asmbpe_enc_stats.  Returns the ids written or a negative status (then out
+ * and counts hold nothing meaningful).  One call at a time per encoder. */
 enum {
     ASMBPE_ENC_BOS = 1,
     ASMBPE_ENC_NOCACHE = 2,
