@@ -1,10 +1,11 @@
 """Encoding many documents (SPEC §6): the one entry point every production encode goes
 through (`Tokenizer.encode`, `.encode_batch`, `.encode_many`, `.render_chat`, the CLI).
 
-The work is one `asmbpe_encode_docs` call per batch (asm/encode.asm): the library
-takes the documents where they lie (`buffers.doc_pointers`: no packing), each thread
-copies the document it works on into a padded buffer of its own, splits it into chunks,
-turns each chunk into ids (lowest-numbered merge first, with a 65,536-entry cache per
+The work is one `asmbpe_encode_docs` call per group of about GROUP_BYTES of documents
+(asm/encode.asm; so the output room the library needs, two bytes per source byte,
+stays bounded however large the batch): the library takes the documents where they
+lie (`buffers.doc_pointers`: no packing), each thread copies the document it works on
+into a padded buffer of its own, splits it into chunks, turns each chunk into ids (lowest-numbered merge first, with a 65,536-entry cache per
 thread for chunks of up to 48 bytes) on its own threads, blocks of 256 documents at a
 time, and returns the ids in document order. The encoder object (the pair -> merge
 table and the threads' caches) is built once per Tokenizer and kept on it, so the caches
@@ -24,6 +25,8 @@ __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
 MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
 SMALL_BYTES = 1 << 16                    # below this, one thread (starting one costs more)
+GROUP_BYTES = 256 << 20                  # source bytes per library call: the output room
+                                         # (2 bytes per source byte) stays near 512 MB
 
 STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
                -2: "out of memory (ASMBPE_ENOMEM)",
@@ -93,16 +96,32 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
              | (L.ASMBPE_ENC_PROFILE if profile else 0))
     with enc.lock:
         ptrs, ends, n, keep = doc_pointers(docs)
-        out = enc.out_buffer(n + len(docs))
-        got = L.asmbpe_encode_docs(enc.handle, ptrs, ffi.from_buffer("uint64_t[]", ends),
-                              len(docs), _threads(threads, len(docs), n), flags,
-                              ffi.from_buffer("uint16_t[]", out),
-                              ffi.from_buffer("uint64_t[]", counts))
-        tokens = out[:max(got, 0)].copy()
+        n_threads = _threads(threads, len(docs), n)
+        parts = []
+        for a, b in _groups(ends):
+            base = int(ends[a - 1]) if a else 0
+            group_ends = ends[a:b] - np.uint64(base)
+            out = enc.out_buffer(int(group_ends[-1]) + (b - a))
+            got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
+                                       ffi.from_buffer("uint64_t[]", group_ends), b - a,
+                                       n_threads, flags, ffi.from_buffer("uint16_t[]", out),
+                                       ffi.from_buffer("uint64_t[]", counts[a:b]))
+            if got < 0:
+                raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
+            parts.append(out[:got].copy())
         del keep
-    if got < 0:
-        raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
-    return tokens, counts
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
+
+
+def _groups(ends: np.ndarray):
+    """[a, b) ranges of the documents, about GROUP_BYTES source bytes each (a longer
+    document alone), in order."""
+    a, n = 0, len(ends)
+    while a < n:
+        base = int(ends[a - 1]) if a else 0
+        b = max(a + 1, int(np.searchsorted(ends, base + GROUP_BYTES, side="right")))
+        yield a, b
+        a = b
 
 
 def decode_ids(tokenizer, ids: np.ndarray) -> bytes:

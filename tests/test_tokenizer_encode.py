@@ -283,3 +283,21 @@ def test_encode_many_takes_any_bytes_like_document_where_it_lies(tok, kjv_docs):
     tokens, counts = tok.encode_many(joined, threads=3)
     ends = np.cumsum(counts)
     assert [ids(tokens[e - c:e]) for e, c in zip(ends, counts)] == want + [[], [ord("x")]]
+
+
+def test_large_batches_are_encoded_in_groups(tok, kjv_docs, monkeypatch):
+    """encode_many calls the library once per GROUP_BYTES of documents (so the output
+    room stays bounded); a document longer than a group goes alone. Same ids and counts
+    as one call."""
+    from harness import encoder
+
+    docs = kjv_docs + [b"", KJV.read_bytes()[:20_000], b"x"]
+    want, want_counts = tok.encode_many(docs, threads=2, bos=True)
+    monkeypatch.setattr(encoder, "GROUP_BYTES", 7000)
+    got, counts = tok.encode_many(docs, threads=2, bos=True)
+    assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+    groups = list(encoder._groups(np.cumsum([len(d) for d in docs], dtype=np.uint64)))
+    assert len(groups) > 5
+    assert [b - a for a, b in groups].count(1) >= 2           # the 20,000-byte one alone
+    assert groups[0][0] == 0 and groups[-1][1] == len(docs)
+    assert all(x[1] == y[0] for x, y in zip(groups, groups[1:]))
