@@ -5,11 +5,12 @@ The work is one `asmbpe_encode_docs` call per group of about GROUP_BYTES of docu
 (asm/encode.asm; so the output room the library needs, two bytes per source byte,
 stays bounded however large the batch): the library takes the documents where they
 lie (`buffers.doc_pointers`: no packing), each thread copies the document it works on
-into a padded buffer of its own, splits it into chunks, turns each chunk into ids (lowest-numbered merge first, with a 65,536-entry cache per
-thread for chunks of up to 48 bytes) on its own threads, blocks of 256 documents at a
-time, and returns the ids in document order. The encoder object (the pair -> merge
-table and the threads' caches) is built once per Tokenizer and kept on it, so the caches
-stay warm from call to call; a lock keeps one call at a time per encoder.
+into a padded buffer of its own, splits it into chunks, turns each chunk into ids
+(lowest-numbered merge first, with a 65,536-entry cache per thread for chunks of up to
+48 bytes) on its own threads, blocks of 256 documents at a time, and returns the ids
+in document order. The encoder object (the pair -> merge table and the threads'
+caches) is built once per Tokenizer and kept on it, so the caches stay warm from call
+to call; a lock keeps one call at a time per encoder.
 """
 from __future__ import annotations
 
