@@ -342,8 +342,11 @@ def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
         for tokens, docs, nbytes in encode_blocks(tokenizer, inputs, chat=chat,
                                                   threads=threads, separator=separator,
                                                   batch_bytes=batch_bytes):
-            plain = tokens & np.uint16(~MASKBIT & 0xFFFF) if chat else tokens
-            specials += int(np.count_nonzero(plain >= first_special))
+            if chat:                            # roles, <|end|>, <|bos|>
+                plain = tokens & np.uint16(~MASKBIT & 0xFFFF)
+                specials += int(np.count_nonzero(plain >= first_special))
+            else:                               # one <|bos|> per document: the
+                specials += docs                # text never becomes a special
             if pending is not None:
                 pending.result()                # the previous block is written
             pending = pool.submit(w.write, tokens, docs, nbytes)
