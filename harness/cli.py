@@ -1024,14 +1024,18 @@ def profile_train(inputs, corpus, limit_mb, separator, perf, callgrind, vocab_si
 @click.option("--vocab-size", type=int, default=8192, show_default=True,
               help="Vocabulary of the tokenizer trained when -t is not given.")
 @click.option("--threads", type=int, default=None, help="Encoding threads (default: all CPUs).")
+@click.option("--warm", is_flag=True,
+              help="Encode the documents once untimed first, and profile the second call: "
+                   "the caches hold the text and no memory is touched for the first time.")
 def profile_encode(inputs, corpus, limit_mb, separator, perf, callgrind, tokenizer_path,
-                   vocab_size, threads):
-    """Encode once (cold caches) with the encoder's counters on: pre-tokenize, cache,
-    merge, write, per thread, and the load balance."""
+                   vocab_size, threads, warm):
+    """Encode once (cold caches; --warm: a second call) with the encoder's counters on:
+    pre-tokenize, cache, merge, write, per thread, and the load balance."""
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
     _profile_run("encode", inputs, corpus, limit_mb, separator, perf=perf,
-                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, tokenizer=tok)
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, tokenizer=tok,
+                 warm=warm)
 
 
 @profile.command("pretok", context_settings=CONTEXT)

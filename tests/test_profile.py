@@ -122,6 +122,20 @@ def test_cli_profile_train_with_plot(tmp_path):
     assert data[-8:-4] == b"IEND"
 
 
+def test_warm_encode_profile_is_the_second_call():
+    docs = _docs(200_000)
+    tok = harness.train(docs, vocab_size=1000, threads=1).tokenizer
+    cold = P.profile_encode(docs, tok, threads=1)
+    warm = P.profile_encode(docs, tok, threads=1, warm=True)
+    hits = [r.extra["per_thread"][0]["cache_hits"] for r in (cold, warm)]
+    assert hits[1] > hits[0]                    # the first call filled the cache
+    assert warm.extra["tokens"] == cold.extra["tokens"]
+    assert "warm (second call)" in warm.title and "cold caches" in cold.title
+    r = invoke("profile", "encode", "--limit-mb", "0.2", "--warm", "--threads", "1")
+    assert r.exit_code == 0, r.output
+    assert "warm (second call)" in r.output
+
+
 def test_plot_is_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     pm = np.array([[1000 * (k + 1), k % 5, (k % 5) * 2] for k in range(300)], dtype=np.uint64)
