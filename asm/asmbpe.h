@@ -27,6 +27,7 @@ enum {
     ASMBPE_CPU_BMI2    = 4,
     ASMBPE_CPU_OSYMM   = 8,     /* OSXSAVE and xgetbv(0) & 6 == 6 */
     ASMBPE_CPU_XGETBV1 = 16,    /* xgetbv(1) (XINUSE) available */
+    ASMBPE_CPU_SSE42   = 32,    /* crc32 (the encoder's chunk hash) */
 };
 
 /* cpuflags.asm: cpuid + xgetbv, the ASMBPE_CPU_* bits of this machine. */
@@ -119,8 +120,10 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
 
 /* encode.asm: the encoder of a merge table: merges[i] = left | right << 16
  * makes id 256 + i (the caller has checked the ids and that no pair repeats).
- * It keeps a chunk cache per thread index across calls.  NULL when out of
- * memory or n_merges > 65279. */
+ * It keeps a chunk cache per thread index across calls (4 MB each), and a
+ * table of the chunks that are one id (each byte, and each id of up to 15
+ * bytes that its bytes encode to: 2 MB, built by the first cached call and
+ * shared by the threads).  NULL when out of memory or n_merges > 65279. */
 typedef struct asmbpe_enc asmbpe_enc;
 asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges);
 void asmbpe_enc_free(asmbpe_enc *e);
@@ -133,7 +136,9 @@ int64_t asmbpe_decode(asmbpe_enc *e, const uint16_t *ids, uint64_t n,
                       uint8_t *out, uint64_t cap);
 
 /* encode.asm: counters of thread index tid (~0: all threads summed) over all
- * calls so far, ASMBPE_ES_COUNT entries.  The cycle counts are kept only by
+ * calls so far, ASMBPE_ES_COUNT entries: chunks, hits (chunks that were
+ * not encoded: found among the one-id chunks or in the cache; chunks - hits
+ * were encoded), long chunks (heap path).  The cycle counts are kept only by
  * calls with ASMBPE_ENC_PROFILE: pre-tokenizer, cache (hashing, probing,
  * copying hits), merge (cache misses and uncached chunks), write (moving ids
  * into document order, thread 0, after the others), total (the thread's run,

@@ -1,7 +1,8 @@
 ;-----------------------------------------------------------------------------
 ; uint32_t asmbpe_cpu_flags(void)
 ;
-; Returns the CPU_* bits of asmbpe.inc: AVX2, BMI1, BMI2 from cpuid leaf 7,
+; Returns the CPU_* bits of asmbpe.inc: SSE4.2 (crc32) from cpuid leaf 1,
+; AVX2, BMI1, BMI2 from cpuid leaf 7,
 ; OSYMM when cpuid leaf 1 reports OSXSAVE and xgetbv(0) & 6 == 6 (the OS saves
 ; xmm and ymm state), XGETBV1 when cpuid(0xD, 1).eax bit 2 says xgetbv(1)
 ; (XINUSE) is available.  AVX2 is reported only together with OSYMM: a CPU
@@ -19,6 +20,10 @@ FUNC asmbpe_cpu_flags, 0, 10, 0
     mov         r9d, eax                ; highest standard leaf
     mov         eax, 1
     cpuid
+    bt          ecx, 20                 ; SSE4.2
+    jnc         .no_sse42
+    or          r8d, CPU_SSE42
+.no_sse42:
     bt          ecx, 27                 ; OSXSAVE
     jnc         .leaf7
     xor         ecx, ecx

@@ -5,11 +5,12 @@
 ; chunk becomes tokens by repeating one step: find the lowest-numbered merge
 ; among its adjacent pairs and apply it everywhere in the chunk, left to
 ; right, non-overlapping (what training did, and what Hugging Face's BPE
-; does).  Three ways to a chunk's tokens, all giving the same ids:
+; does).  The ways to a chunk's tokens, all giving the same ids:
 ;
-;   one byte            its byte
-;   2..48 bytes         the thread's cache (65,536 entries) or, on a miss,
-;                       the short path, whose result then fills the entry
+;   1..15 bytes, one id the whole-token table (each byte, and each id whose
+;                       bytes encode to it alone: shared, built once)
+;   2..48 bytes         the thread's cache (65,536 entries, two-way) or, on
+;                       a miss, the short path, whose result then fills it
 ;   up to SHORT_MAX     the short path: rounds of "lowest rank, apply all"
 ;                       (up to 16 bytes: short16, one merge per step with
 ;                       the ranks in ymm lanes)
@@ -73,6 +74,53 @@ section .text
 %%hit:
     shr         %2, 32
 %%done:
+%endmacro
+
+; ENTRY_EQ entry, ne: to ne unless the cache entry holds the chunk (rsi =
+; its bytes, rdx = its length, 2..CACHE_MAX_LEN, r9 = mask_tab + 64 - rdx):
+; its length, then its masked 16 / 32 / 48 bytes (reads past the chunk:
+; text or padding).  Falls through when it does.  Clobbers eax, ymm0, ymm1.
+%macro ENTRY_EQ 2
+    cmp         [%1 + CE_LEN], dl
+    jne         %2
+    cmp         edx, 16
+    ja          %%key32
+    vmovdqu     xmm0, [rsi]
+    vpand       xmm0, xmm0, [r9]
+    vpcmpeqb    xmm0, xmm0, [%1 + CE_KEY]
+    vpmovmskb   eax, xmm0
+    cmp         eax, 0xFFFF
+    jne         %2
+    jmp         %%eq
+%%key32:
+    vmovdqu     ymm0, [rsi]
+    vpand       ymm0, ymm0, [r9]
+    vpcmpeqb    ymm0, ymm0, [%1 + CE_KEY]
+    vpmovmskb   eax, ymm0
+    cmp         eax, -1
+    jne         %2
+    cmp         edx, 32
+    jbe         %%eq
+    vmovdqu     xmm1, [rsi + 32]
+    vpand       xmm1, xmm1, [r9 + 32]
+    vpcmpeqb    xmm1, xmm1, [%1 + CE_KEY + 32]
+    vpmovmskb   eax, xmm1
+    cmp         eax, 0xFFFF
+    jne         %2
+%%eq:
+%endmacro
+
+; SHORT_HASH key, h, t: h = the 16-bit hash of a chunk of 1..SEED_MAX_LEN
+; bytes from its key (xmm: the bytes zero-padded, the length in byte 15):
+; crc32c of its two qwords, the top 16 bits.  The index of its cache entry
+; and of its whole-token slot.  Clobbers t.
+%macro SHORT_HASH 3
+    vmovq       %3, %1
+    xor         %2, %2
+    crc32       %2, %3
+    vpextrq     %3, %1, 1
+    crc32       %2, %3
+    shr         %2, 32 - 16
 %endmacro
 
 ; LOAD_TABLE enc: r8, r9, r10 for RANK.
@@ -224,6 +272,9 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
     inc         ebp
     jmp         .thread
 .threads_done:
+    mov         rdi, [rbx + E_SEED]
+    mov         esi, SEED_SLOTS * SD_SIZE
+    call        asmbpe_unmap
     mov         rdi, [rbx + E_SLOTS]
     mov         rsi, [rbx + E_SLOTBYTES]
     call        asmbpe_unmap
@@ -409,6 +460,127 @@ build_tokens:
 .ret:
     RESTORE
 
+; build_seed: rdi = encoder, with thread 0's state.  Maps E_SEED and fills
+; it (encode.inc): for each id in order whose 2..SEED_MAX_LEN bytes encode
+; (short_path, thread 0's room) to that id alone, its slot when still empty.
+; Builds the id -> bytes table first if needed.  rax = 0, or ASMBPE_ENOMEM.
+; Keeps rbx, rbp, r12-r15; clobbers the rest.
+%define BS_JOB      0                           ; J_ENC: the encoder
+%define BS_SLOT     8
+%define BS_LEN      16
+%define BS_BUF      32                          ; 16 zero bytes, the id's
+                                                ; bytes zero-padded to 48
+%define BS_IDS      96                          ; their ids (up to 32)
+%define BS_FRAME    168                         ; 6 pushes + this: aligned
+build_seed:
+    SAVE        rbx, rbp, r12, r13, r14, r15
+    sub         rsp, BS_FRAME
+    mov         r13, rdi
+    mov         [rsp + BS_JOB + J_ENC], r13
+    lea         r12, [rsp + BS_JOB]
+    cmp         qword [r13 + E_TOKOFF], 0
+    jne         .have_tokens
+    mov         rbx, r13
+    call        build_tokens
+    test        rax, rax
+    jnz         .ret
+.have_tokens:
+    mov         edi, SEED_SLOTS * SD_SIZE
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         r15, rax
+    mov         rbx, [r13 + E_TS]               ; short_path's room
+    vpxor       xmm0, xmm0, xmm0
+    vmovdqu     [rsp + BS_BUF], ymm0
+    vmovdqu     [rsp + BS_BUF + 32], ymm0
+    xor         r14d, r14d                      ; the 256 bytes first: each
+.byte:                                          ; is its own id
+    vmovd       xmm0, r14d
+    mov         eax, 1
+    vpinsrb     xmm0, xmm0, eax, 15
+    SHORT_HASH  xmm0, r8, rcx
+    shl         r8, SD_SHIFT
+    add         r8, r15
+    cmp         byte [r8 + SD_LEN], 0
+    je          .byte_slot
+    xor         r8, SD_SIZE
+    cmp         byte [r8 + SD_LEN], 0
+    jne         .no_byte_slot                   ; (never, with SHORT_HASH)
+.byte_slot:
+    vmovdqu     [r8 + SD_KEY], xmm0
+    mov         rax, r14
+    bts         rax, 63
+    mov         [r8 + SD_VAL], rax
+    inc         r14d
+    cmp         r14d, 256
+    jb          .byte
+.id:
+    mov         rax, [r13 + E_NMERGES]
+    add         rax, 256
+    cmp         r14, rax
+    jae         .built
+    mov         rbp, [r13 + E_TOKOFF]
+    mov         rsi, [rbp + r14 * 8]
+    mov         rdx, [rbp + r14 * 8 + 8]
+    sub         rdx, rsi                        ; its length (>= 2)
+    cmp         rdx, SEED_MAX_LEN
+    ja          .next
+    add         rsi, [r13 + E_TOKBYTES]         ; (padded by 16)
+    lea         r9, [mask_tab + 64]
+    sub         r9, rdx
+    vmovdqu     xmm0, [rsi]
+    vpand       xmm0, xmm0, [r9]
+    vmovdqu     [rsp + BS_BUF + 16], xmm0       ; (byte 15: 0)
+    lea         rsi, [rsp + BS_BUF + 16]
+    vpinsrb     xmm0, xmm0, edx, 15             ; the key
+    SHORT_HASH  xmm0, r8, rcx
+    shl         r8, SD_SHIFT
+    add         r8, r15
+    cmp         byte [r8 + SD_LEN], 0
+    je          .free
+    xor         r8, SD_SIZE                     ; the other slot of the line
+    cmp         byte [r8 + SD_LEN], 0
+    jne         .next                           ; lower ids have both
+.free:
+    mov         [rsp + BS_SLOT], r8
+    mov         [rsp + BS_LEN], rdx
+    lea         rdi, [rsp + BS_IDS]
+    call        short_path
+    lea         rax, [rsp + BS_IDS + 2]
+    cmp         rdi, rax
+    jne         .next                           ; more than one id
+    movzx       eax, word [rsp + BS_IDS]
+    cmp         eax, r14d
+    jne         .next                           ; another id, same bytes
+    mov         r8, [rsp + BS_SLOT]
+    vmovdqu     xmm0, [rsp + BS_BUF + 16]
+    vmovdqu     [r8 + SD_KEY], xmm0
+    mov         rdx, [rsp + BS_LEN]
+    mov         [r8 + SD_LEN], dl
+    mov         rax, r14
+    bts         rax, 63
+    mov         [r8 + SD_VAL], rax
+.next:
+    inc         r14
+    jmp         .id
+.built:
+    mov         [r13 + E_SEED], r15
+    xor         eax, eax
+    jmp         .ret
+.no_byte_slot:
+    mov         rdi, r15
+    mov         esi, SEED_SLOTS * SD_SIZE
+    call        asmbpe_unmap
+    mov         rax, ASMBPE_EINVAL
+    jmp         .ret
+.enomem:
+    mov         rax, ASMBPE_ENOMEM
+.ret:
+    vzeroupper
+    add         rsp, BS_FRAME
+    RESTORE
+
 ;-----------------------------------------------------------------------------
 ; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out)
 ; The ASMBPE_ES_* counters of thread index tid, or of all threads summed
@@ -534,6 +706,15 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     inc         r12
     jmp         .states
 .states_done:
+    test        qword [rsp + J_FLAGS], EF_NOCACHE
+    jnz         .seeded
+    cmp         qword [r13 + E_SEED], 0
+    jne         .seeded
+    mov         rdi, r13
+    call        build_seed
+    test        rax, rax
+    jnz         .ret
+.seeded:
     lea         rdi, [enc_worker]
     mov         rsi, rsp
     mov         rdx, r15
@@ -620,13 +801,16 @@ ENDFUNC
 
 ;=============================================================================
 ; enc_worker(job, tid): claim blocks of documents until none is left.  Each
-; document is split EW_BUF chunks at a time; pass 1 hashes the chunks that
-; may be cached and prefetches their cache lines, pass 2 writes their ids:
-; one byte directly, a cache hit as one 16-byte copy, the rest through
-; chunk_miss / chunk_uncached.
+; document is split EW_BUF chunks at a time.  Pass 1 gives each chunk its
+; W_ENTRY: 1 << 63 | id when it is one id (a chunk of up to 15 bytes found
+; in the whole-token table: no branch), else the way 0 of its cache set
+; (both ways prefetched), or 0 when it is not cached.  Pass 2 writes the
+; ids: one id directly, a cache hit as one 16-byte copy, the rest through
+; chunk_miss / chunk_uncached.  Hits are counted as every chunk of the batch
+; less those looked up, plus the cache hits.
 ;=============================================================================
 %define EW_BUF      512                         ; chunk ends per split call
-%define W_ENTRY     (EW_BUF * 8)                ; their cache entries
+%define W_ENTRY     (EW_BUF * 8)                ; their entries (pass 1)
 %define W_DOC       (EW_BUF * 16)
 %define W_DOCEND    (W_DOC + 8)
 %define W_LEN       (W_DOC + 16)
@@ -640,10 +824,11 @@ ENDFUNC
 %define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
 %define W_T2        (W_DOC + 88)                ; rdtsc before a miss
 %define W_FIRST     (W_DOC + 96)                ; 1: the claim's first document
-%define W_MAXC      (W_DOC + 104)               ; longest cached chunk (1: none)
+                                                ; (W_DOC + 104: free)
 %define W_SAFE      (W_DOC + 112)               ; a 16-byte store of ids at or
                                                 ; below this stays in the room
-%define EW_FRAME    (EW_BUF * 16 + 120)         ; 6 pushes + this: aligned
+%define W_SEED      (W_DOC + 120)               ; the whole-token table
+%define EW_FRAME    (EW_BUF * 16 + 136)         ; 6 pushes + this: aligned
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
 ; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
@@ -683,11 +868,9 @@ enc_worker:
     mov         rax, [rbx + TS_CACHE]
 .no_cache:
     mov         [rsp + W_CACHE], rax
-    mov         ecx, CACHE_MAX_LEN
-    mov         edx, 1
-    test        rax, rax
-    cmovz       ecx, edx
-    mov         [rsp + W_MAXC], rcx
+    mov         rdx, [r12 + J_ENC]
+    mov         rdx, [rdx + E_SEED]
+    mov         [rsp + W_SEED], rdx
 .claim:                                         ; k = (left / threads) / 4,
     mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
     sub         rax, [r12 + J_NEXT]             ; only a size hint)
@@ -763,95 +946,113 @@ enc_worker:
     add         [rbx + TS_CHUNKS], rax
     PROF_ADD    W_T1, TS_CYC_PRETOK
     PROF_START  W_T1
-    mov         rdi, [rsp + W_CACHE]            ; pass 1: hash, prefetch
+    mov         rdi, [rsp + W_CACHE]            ; pass 1: each chunk's entry
     test        rdi, rdi
-    jz          .pass2
-    mov         rbp, [rsp + W_POS]
-    xor         r14d, r14d
-    mov         r11, HASH_K1
+    jz          .pass1_nocache
+    mov         rbp, [rsp + W_POS]              ; chunk start
+    xor         r14d, r14d                      ; k
+    cmp         r14, [rsp + W_N]
+    jae         .pass2
 .hash:
+    mov         rax, [rsp + r14 * 8]
+    mov         rdx, rax
+    sub         rdx, rbp                        ; len
+    lea         rsi, [r13 + rbp]
+    mov         rbp, rax
+    cmp         rdx, SEED_MAX_LEN
+    ja          .hash_long
+    lea         r9, [mask_tab + 64]             ; 1..15 bytes, no branch: the
+    sub         r9, rdx                         ; key (its masked 16 bytes,
+    vmovdqu     xmm0, [rsi]                     ; past the chunk: text or
+    vpand       xmm0, xmm0, [r9]                ; padding; its length in byte
+    vpinsrb     xmm0, xmm0, edx, 15             ; 15), its hash
+    SHORT_HASH  xmm0, r8, rcx
+    and         r8d, ~(CACHE_WAYS - 1)          ; the set / the slots' line
+    mov         rax, r8
+    shl         rax, SD_SHIFT
+    add         rax, [rsp + W_SEED]
+    shl         r8, CE_SHIFT
+    add         r8, rdi                         ; the set's way 0, unless
+    vpcmpeqb    xmm1, xmm0, [rax + SD_KEY]      ; a slot holds the chunk:
+    vpcmpeqb    xmm2, xmm0, [rax + SD_SIZE + SD_KEY]
+    vpmovmskb   ecx, xmm1
+    vpmovmskb   r9d, xmm2
+    cmp         ecx, 0xFFFF
+    cmove       r8, [rax + SD_VAL]              ; 1 << 63 | its id
+    cmp         r9d, 0xFFFF
+    cmove       r8, [rax + SD_SIZE + SD_VAL]
+    mov         [rsp + W_ENTRY + r14 * 8], r8
+    lea         rcx, [r8 + CE_SIZE]
+    test        r8, r8
+    cmovs       r8, rax                         ; one id: no cache line to
+    cmovs       rcx, rax                        ; fetch (the slots' again)
+    prefetcht0  [r8]
+    prefetcht0  [rcx]
+.hash_next:
+    inc         r14
+    cmp         r14, [rsp + W_N]
+    jb          .hash
+    jmp         .pass2
+.hash_long:                                     ; 16..48 bytes: HASH_BYTES;
+    xor         r8d, r8d                        ; longer: 0 (not cached)
+    cmp         rdx, CACHE_MAX_LEN
+    ja          .long_entry
+    HASH_BYTES  rsi, rdx, r8, r9, rax
+    and         r8d, (CACHE_ENTRIES - 1) & ~(CACHE_WAYS - 1)
+    shl         r8, CE_SHIFT
+    add         r8, rdi
+    prefetcht0  [r8]
+    prefetcht0  [r8 + CE_SIZE]
+.long_entry:
+    mov         [rsp + W_ENTRY + r14 * 8], r8
+    jmp         .hash_next
+.pass1_nocache:                                 ; no cache: one byte, 1 << 63
+    mov         rbp, [rsp + W_POS]              ; | byte; the rest 0
+    xor         r14d, r14d
+.nc_chunk:
     cmp         r14, [rsp + W_N]
     jae         .pass2
     mov         rax, [rsp + r14 * 8]
     mov         rdx, rax
-    sub         rdx, rbp                        ; len
-    lea         rsi, [r13 + rbp]
+    sub         rdx, rbp
+    movzx       ecx, byte [r13 + rbp]
+    bts         rcx, 63
+    xor         r8d, r8d
+    cmp         rdx, 1
+    cmove       r8, rcx
     mov         rbp, rax
-    lea         rax, [rdx - 2]
-    cmp         rax, CACHE_MAX_LEN - 2
-    ja          .hash_next                      ; one byte, or too long
-    cmp         edx, 8
-    ja          .hash_long
-    mov         r8, [rsi + rdx - 8]             ; 2..8 bytes: the 8 bytes
-    lea         ecx, [edx * 8]                  ; ending at the chunk's end,
-    neg         ecx                             ; shifted to keep its bytes,
-    add         ecx, 64                         ; plus the length, times an
-    shrx        r8, r8, rcx                     ; odd constant: the top bits
-    add         r8, rdx                         ; pick the entry
-    imul        r8, r11                         ; (HASH_K1)
-    shr         r8, 64 - 16
-    jmp         .hashed
-.hash_long:
-    HASH_BYTES  rsi, rdx, r8, r9, r10
-    and         r8d, CACHE_ENTRIES - 1
-.hashed:
-    shl         r8, CE_SHIFT
-    add         r8, rdi
     mov         [rsp + W_ENTRY + r14 * 8], r8
-    prefetcht0  [r8]
-.hash_next:
     inc         r14
-    jmp         .hash
-.pass2:
-    mov         rbp, [rsp + W_POS]              ; chunk start
+    jmp         .nc_chunk
+.pass2:                                         ; pass 2: the ids
     xor         r14d, r14d                      ; k
+    mov         rax, [rsp + W_N]                ; one id each, unless looked
+    add         [rbx + TS_HITS], rax            ; up (taken back there)
 .chunk:
     cmp         r14, [rsp + W_N]
     jae         .chunks_done
-    mov         rax, [rsp + r14 * 8]
-    lea         rsi, [r13 + rbp]
-    mov         rdx, rax
-    sub         rdx, rbp                        ; len
-    mov         rbp, rax
+    mov         r8, [rsp + W_ENTRY + r14 * 8]
     inc         r14
-    cmp         rdx, 1
-    jne         .multi
-    movzx       eax, byte [rsi]                 ; one byte: its id
-    mov         [r15], ax
+    test        r8, r8
+    jns         .lookup
+    mov         [r15], r8w                      ; one id
     add         r15, 2
     jmp         .chunk
-.multi:
-    cmp         rdx, [rsp + W_MAXC]
-    ja          .uncached
-    mov         r8, [rsp + W_ENTRY + r14 * 8 - 8]
-    cmp         [r8 + CE_LEN], dl
-    jne         .miss
-    lea         r9, [mask_tab + 64]             ; compare the key: the masked
-    sub         r9, rdx                         ; 16 / 32 / 48 bytes (reads
-    cmp         edx, 16                         ; past the chunk: text or
-    ja          .key32                          ; padding)
-    vmovdqu     xmm0, [rsi]
-    vpand       xmm0, xmm0, [r9]
-    vpcmpeqb    xmm0, xmm0, [r8 + CE_KEY]
-    vpmovmskb   eax, xmm0
-    cmp         eax, 0xFFFF
-    jne         .miss
-    jmp         .hit
-.key32:
-    vmovdqu     ymm0, [rsi]
-    vpand       ymm0, ymm0, [r9]
-    vpcmpeqb    ymm0, ymm0, [r8 + CE_KEY]
-    vpmovmskb   eax, ymm0
-    cmp         eax, -1
-    jne         .miss
-    cmp         edx, 32
-    jbe         .hit
-    vmovdqu     xmm1, [rsi + 32]
-    vpand       xmm1, xmm1, [r9 + 32]
-    vpcmpeqb    xmm1, xmm1, [r8 + CE_KEY + 32]
-    vpmovmskb   eax, xmm1
-    cmp         eax, 0xFFFF
-    jne         .miss
+.lookup:
+    dec         qword [rbx + TS_HITS]
+    mov         rbp, [rsp + W_POS]              ; the chunk: from the end of
+    cmp         r14, 1                          ; the one before
+    je          .chunk_start
+    mov         rbp, [rsp + r14 * 8 - 16]
+.chunk_start:
+    lea         rsi, [r13 + rbp]
+    mov         rdx, [rsp + r14 * 8 - 8]
+    sub         rdx, rbp                        ; len
+    test        r8, r8
+    jz          .uncached
+    lea         r9, [mask_tab + 64]
+    sub         r9, rdx
+    ENTRY_EQ    r8, .way1
 .hit:
     inc         qword [rbx + TS_HITS]
     movzx       eax, byte [r8 + CE_NTOK]
@@ -869,6 +1070,21 @@ enc_worker:
     dec         eax
     jnz         .hit_small
     jmp         .chunk
+.way1:                                          ; the set's other entry
+    add         r8, CE_SIZE
+    ENTRY_EQ    r8, .miss1
+    vmovdqu     ymm0, [r8]                      ; found: the two swap, so
+    vmovdqu     ymm1, [r8 + 32]                 ; that way 0 holds the last
+    vmovdqu     ymm2, [r8 - CE_SIZE]            ; used
+    vmovdqu     ymm3, [r8 - CE_SIZE + 32]
+    vmovdqu     [r8 - CE_SIZE], ymm0
+    vmovdqu     [r8 - CE_SIZE + 32], ymm1
+    vmovdqu     [r8], ymm2
+    vmovdqu     [r8 + 32], ymm3
+    sub         r8, CE_SIZE
+    jmp         .hit
+.miss1:
+    sub         r8, CE_SIZE                     ; (chunk_miss: way 0)
 .miss:
     cmp         qword [rsp + W_PROF], 0
     jne         .miss_timed
@@ -906,9 +1122,11 @@ enc_worker:
     jmp         .chunk
 .chunks_done:
     PROF_ADD    W_T1, TS_CYC_PASS
-    cmp         qword [rsp + W_N], EW_BUF
+    mov         rax, [rsp + W_N]
+    cmp         rax, EW_BUF
     jb          .doc_done
-    mov         [rsp + W_POS], rbp
+    mov         rax, [rsp + rax * 8 - 8]        ; the next split's start
+    mov         [rsp + W_POS], rax
     jmp         .split
 .doc_done:
     mov         rax, r15
@@ -965,8 +1183,9 @@ enc_worker:
 
 ;=============================================================================
 ; chunk_miss: rbx = thread state, r12 = job, rsi = the chunk's bytes, rdx =
-; its length (2 .. CACHE_MAX_LEN), rdi = where its ids go, r8 = its cache
-; entry.  Encodes it (short path) and fills the entry when the ids fit.
+; its length (2 .. CACHE_MAX_LEN), rdi = where its ids go, r8 = way 0 of
+; its cache set.  Encodes it (short path) and, when the ids fit, moves way 0
+; to way 1 and fills way 0.
 ; chunk_uncached: the same without a cache entry, any length >= 2.
 ; Both return rdi past the ids; keep rbx, rbp, r12-r15; clobber rax, rcx,
 ; rdx, rsi, r8-r11, ymm0-ymm3.
@@ -988,6 +1207,10 @@ chunk_miss:
     shr         rcx, 1                          ; ids
     cmp         ecx, CE_MAX_TOK
     ja          .ret
+    vmovdqu     ymm0, [rax]                     ; way 0 -> way 1
+    vmovdqu     ymm1, [rax + 32]
+    vmovdqu     [rax + CE_SIZE], ymm0
+    vmovdqu     [rax + CE_SIZE + 32], ymm1
     lea         r9, [mask_tab + 64]             ; key, zero-padded
     sub         r9, rdx
     vmovdqu     ymm2, [r9]

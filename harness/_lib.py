@@ -14,7 +14,7 @@ HEADER = ROOT / "asm" / "asmbpe.h"
 LIB_PATH = PKG / "libasmbpe.so"
 TEST_LIB_PATH = PKG / "libasmbpe_test.so"
 
-REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4}
+REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
 
 
 class LibraryError(RuntimeError):
@@ -46,7 +46,7 @@ def lib():
     if missing:
         raise LibraryError(
             "this CPU (or its OS) lacks " + ", ".join(missing)
-            + ": asmbpe's assembly needs AVX2, BMI1 and BMI2")
+            + ": asmbpe's assembly needs AVX2, BMI1, BMI2 and SSE4.2")
     return handle
 
 

@@ -231,7 +231,7 @@ def check_cpu_flags(ctx: Ctx) -> None:
     flags = ctx.call("asmbpe_cpu_flags") & 0xFFFFFFFF
     if flags != ctx.L.asmbpe_cpu_flags():
         ctx.fail("cpu_flags differs between calls")
-    for bit, name in ((1, "AVX2"), (2, "BMI1"), (4, "BMI2")):
+    for bit, name in ((1, "AVX2"), (2, "BMI1"), (4, "BMI2"), (32, "SSE4.2")):
         if not flags & bit:
             ctx.fail(f"cpu_flags: {name} missing (the library cannot run here)")
 

@@ -151,11 +151,13 @@ STAT_NAMES = ("chunks", "cache_hits", "long_chunks", "cycles_pretok", "cycles_ca
 
 def encoder_stats(tokenizer, thread: int | None = None) -> dict:
     """Counters of the tokenizer's encoder over all calls so far, for one thread index
-    or (None) all threads summed: chunks encoded, cache hits, chunks that took the
-    heap path (longer than 128 bytes, uncached), and, from calls with profile=True,
-    rdtsc cycles spent in the pre-tokenizer, the cache (hashing, probing, copying
-    hits), merging (cache misses and uncached chunks), writing (moving ids into
-    document order, thread 0) and in all (each thread's whole run)."""
+    or (None) all threads summed: chunks, cache_hits (chunks not encoded: found in
+    the table of one-id chunks or in the thread's cache; chunks - cache_hits were
+    encoded), chunks that took the heap path (longer than 128 bytes, uncached), and,
+    from calls with profile=True, rdtsc cycles spent in the pre-tokenizer, the cache
+    (hashing, probing, copying hits), merging (encoding the chunks not found),
+    writing (moving ids into document order, thread 0) and in all (each thread's
+    whole run)."""
     L = lib()
     raw = np.zeros(int(L.ASMBPE_ES_COUNT), dtype=np.uint64)
     tid = (1 << 64) - 1 if thread is None else int(thread)

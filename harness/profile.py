@@ -269,7 +269,8 @@ def profile_encode(docs: list[bytes], tokenizer, threads: int | None = None,
                        "busy on average")
     chunks = sum(p["chunks"] for p in per)
     hits = sum(p["cache_hits"] for p in per)
-    r.notes.append(f"chunks {chunks:,}, cache hits {hits:,} ({100 * hits / chunks if chunks else 0:.1f}%), "
+    r.notes.append(f"chunks {chunks:,}, found (one-id table or cache) {hits:,} "
+                   f"({100 * hits / chunks if chunks else 0:.1f}%), encoded {chunks - hits:,}, "
                    f"long chunks (heap path) {sum(p['long_chunks'] for p in per):,}")
     r.extra = dict(per_thread=per, wall=wall, tokens=len(tokens))
     return r
