@@ -1358,16 +1358,93 @@ short_path:
 %define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
 %define S16_RANKS   64                          ; u16 ranks [16]
 
-; SET_LANE value32, lane32: u16 lane `lane` of ymm4 := value (ymm5 = lane_w).
-; Clobbers ymm6, ymm7.
-%macro SET_LANE 2
+; SET_LANE value32, lane32, width: u16 lane `lane` of ymm4 (width 16) or
+; xmm4 (width 8) := value (ymm5 = lane_w).  Clobbers ymm6, ymm7.
+%macro SET_LANE 3
     vmovd       xmm6, %1
-    vpbroadcastw ymm6, xmm6
     vmovd       xmm7, %2
+  %if %3 == 16
+    vpbroadcastw ymm6, xmm6
     vpbroadcastw ymm7, xmm7
     vpcmpeqw    ymm7, ymm7, ymm5
     vpblendvb   ymm4, ymm4, ymm6, ymm7
+  %else
+    vpbroadcastw xmm6, xmm6
+    vpbroadcastw xmm7, xmm7
+    vpcmpeqw    xmm7, xmm7, xmm5
+    vpblendvb   xmm4, xmm4, xmm6, xmm7
+  %endif
 %endmacro
+
+; STEPS width: short16's steps, on the ranks of ymm4 (width 16) or, for
+; chunks of up to 9 bytes (8 pairs), of xmm4 alone (8: one vphminposuw, and
+; xmm lane updates, a shorter chain per step).  Leaves to .out.
+%macro STEPS 1
+  %if %1 == 16
+    %define V(r) ymm %+ r
+  %else
+    %define V(r) xmm %+ r
+  %endif
+%%step:
+  %if %1 == 16
+    vextracti128 xmm1, ymm4, 1
+    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
+    vphminposuw xmm3, xmm1                      ; and of lanes 8-15
+    vmovd       eax, xmm2
+    vmovd       ecx, xmm3
+    movzx       edx, ax                         ; min
+    movzx       esi, cx
+    shr         eax, 16                         ; its lane
+    shr         ecx, 16
+    add         ecx, 8
+    cmp         esi, edx                        ; the upper half only when
+    cmovb       edx, esi                        ; strictly lower: ties go to
+    cmovb       eax, ecx                        ; the leftmost lane
+  %else
+    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
+    vmovd       eax, xmm2
+    movzx       edx, ax                         ; min
+    shr         eax, 16                         ; its lane
+  %endif
+    cmp         edx, 0xFFFF
+    je          .out
+    mov         ebp, eax                        ; i
+    add         edx, 256                        ; the new id t
+    mov         [r13 + S16_IDS + rbp * 2], dx
+    lea         ecx, [ebp + 1]                  ; k: the next live after i
+    shrx        esi, r15d, ecx
+    tzcnt       esi, esi
+    add         esi, ecx
+    btr         r15d, esi                       ; dies
+    vmovd       xmm6, esi                       ; lane k := 0xFFFF
+    vpbroadcastw V(6), xmm6
+    vpcmpeqw    V(6), V(6), V(5)
+    vpor        V(4), V(4), V(6)
+    mov         r14d, edx                       ; t
+    lea         ecx, [ebp + 1]                  ; q: the next live after i
+    shrx        esi, r15d, ecx
+    mov         eax, NO_RANK
+    test        esi, esi
+    jz          %%set_i
+    tzcnt       esi, esi
+    add         esi, ecx
+    movzx       esi, word [r13 + S16_IDS + rsi * 2]
+    RANK        eax, rax, r14d, esi                  ; (t, id[q])
+%%set_i:
+    SET_LANE    eax, ebp, %1                       ; lane i := rank
+    bzhi        esi, r15d, ebp                  ; p: the last live before i
+    test        esi, esi
+    jz          %%step
+    lzcnt       esi, esi
+    xor         esi, 31
+    mov         edx, esi
+    movzx       esi, word [r13 + S16_IDS + rsi * 2]
+    RANK        eax, rax, esi, r14d                  ; (id[p], t)
+    SET_LANE    eax, edx, %1                       ; lane p := rank
+    jmp         %%step
+  %undef V
+%endmacro
+
 
 short16:
     mov         rbp, [rax + E_BP]               ; (rax: the encoder)
@@ -1394,56 +1471,11 @@ short16:
     mov         r15d, 1
     shlx        r15d, r15d, r14d
     dec         r15d                            ; live positions 0 .. n-1
-.step:
-    vextracti128 xmm1, ymm4, 1
-    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
-    vphminposuw xmm3, xmm1                      ; and of lanes 8-15
-    vmovd       eax, xmm2
-    vmovd       ecx, xmm3
-    movzx       edx, ax                         ; min
-    movzx       esi, cx
-    shr         eax, 16                         ; its lane
-    shr         ecx, 16
-    add         ecx, 8
-    cmp         esi, edx                        ; the upper half only when
-    cmovb       edx, esi                        ; strictly lower: ties go to
-    cmovb       eax, ecx                        ; the leftmost lane
-    cmp         edx, 0xFFFF
-    je          .out
-    mov         ebp, eax                        ; i
-    add         edx, 256                        ; the new id t
-    mov         [r13 + S16_IDS + rbp * 2], dx
-    lea         ecx, [ebp + 1]                  ; k: the next live after i
-    shrx        esi, r15d, ecx
-    tzcnt       esi, esi
-    add         esi, ecx
-    btr         r15d, esi                       ; dies
-    vmovd       xmm6, esi                       ; lane k := 0xFFFF
-    vpbroadcastw ymm6, xmm6
-    vpcmpeqw    ymm6, ymm6, ymm5
-    vpor        ymm4, ymm4, ymm6
-    mov         r14d, edx                       ; t
-    lea         ecx, [ebp + 1]                  ; q: the next live after i
-    shrx        esi, r15d, ecx
-    mov         eax, NO_RANK
-    test        esi, esi
-    jz          .set_i
-    tzcnt       esi, esi
-    add         esi, ecx
-    movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, rax, r14d, esi                  ; (t, id[q])
-.set_i:
-    SET_LANE    eax, ebp                        ; lane i := rank
-    bzhi        esi, r15d, ebp                  ; p: the last live before i
-    test        esi, esi
-    jz          .step
-    lzcnt       esi, esi
-    xor         esi, 31
-    mov         edx, esi
-    movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, rax, esi, r14d                  ; (id[p], t)
-    SET_LANE    eax, edx                        ; lane p := rank
-    jmp         .step
+    cmp         r14d, 9
+    ja          .steps16
+    STEPS       8
+.steps16:
+    STEPS       16
 .out:                                           ; the live ids, in order
     tzcnt       ecx, r15d
     movzx       eax, word [r13 + S16_IDS + rcx * 2]
