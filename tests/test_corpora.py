@@ -216,15 +216,21 @@ def test_arrow_memory_kept_is_scoped():
     """The commands keep Arrow's freed memory only within arrow_memory_kept(); the
     release that bounded streaming and the distributed workers rely on comes back on
     exit, after an error too."""
+    import pyarrow as pa
+
     from harness import corpora
 
+    pool = pa.default_memory_pool().backend_name
     assert corpora.RELEASE_ARROW_MEMORY is True
     with corpora.arrow_memory_kept():
         assert corpora.RELEASE_ARROW_MEMORY is False
+        assert pa.default_memory_pool().backend_name == "system"
     assert corpora.RELEASE_ARROW_MEMORY is True
+    assert pa.default_memory_pool().backend_name == pool
     try:
         with corpora.arrow_memory_kept():
             raise RuntimeError("boom")
     except RuntimeError:
         pass
     assert corpora.RELEASE_ARROW_MEMORY is True
+    assert pa.default_memory_pool().backend_name == pool
