@@ -1411,36 +1411,34 @@ short_path:
     mov         ebp, eax                        ; i
     add         edx, 256                        ; the new id t
     mov         [r13 + S16_IDS + rbp * 2], dx
-    lea         ecx, [ebp + 1]                  ; k: the next live after i
-    shrx        esi, r15d, ecx
-    tzcnt       esi, esi
-    add         esi, ecx
-    btr         r15d, esi                       ; dies
-    vmovd       xmm6, esi                       ; lane k := 0xFFFF
+    mov         r14d, edx
+    bzhi        edx, r15d, ebp                  ; p: the last live before i
+    lzcnt       edx, edx                        ; (k > i does not change
+    xor         edx, 31                         ; those bits; 63: none)
+    lea         ecx, [ebp + 1]                  ; the live after i: k, the
+    shrx        esi, r15d, ecx                  ; first, and q, the next
+    tzcnt       eax, esi
+    blsr        esi, esi
+    add         eax, ecx                        ; k
+    btr         r15d, eax                       ; dies
+    vmovd       xmm6, eax                       ; lane k := 0xFFFF
     vpbroadcastw V(6), xmm6
     vpcmpeqw    V(6), V(6), V(5)
     vpor        V(4), V(4), V(6)
-    mov         r14d, edx                       ; t
-    lea         ecx, [ebp + 1]                  ; q: the next live after i
-    shrx        esi, r15d, ecx
     mov         eax, NO_RANK
     test        esi, esi
     jz          %%set_i
     tzcnt       esi, esi
-    add         esi, ecx
+    add         esi, ecx                        ; q
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, rax, r14d, esi                  ; (t, id[q])
+    RANK        eax, rax, r14d, esi             ; (t, id[q])
 %%set_i:
-    SET_LANE    eax, ebp, %1                       ; lane i := rank
-    bzhi        esi, r15d, ebp                  ; p: the last live before i
-    test        esi, esi
-    jz          %%step
-    lzcnt       esi, esi
-    xor         esi, 31
-    mov         edx, esi
-    movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, rax, esi, r14d                  ; (id[p], t)
-    SET_LANE    eax, edx, %1                       ; lane p := rank
+    SET_LANE    eax, ebp, %1                    ; lane i := rank
+    cmp         edx, 63
+    je          %%step
+    movzx       esi, word [r13 + S16_IDS + rdx * 2]
+    RANK        eax, rax, esi, r14d             ; (id[p], t)
+    SET_LANE    eax, edx, %1                    ; lane p := rank
     jmp         %%step
   %undef V
 %endmacro
