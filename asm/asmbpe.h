@@ -157,12 +157,17 @@ void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
  * order, counts[i] of them for document i.  flags: ASMBPE_ENC_BOS puts
  * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
  * bypasses the chunk caches; ASMBPE_ENC_PROFILE keeps the cycle counters of
- * asmbpe_enc_stats.  Returns the ids written or a negative status (then out
- * and counts hold nothing meaningful).  One call at a time per encoder. */
+ * asmbpe_enc_stats; ASMBPE_ENC_CLAIMS skips the final move into order (for a
+ * caller that copies the ids out anyway): the threads claim runs of documents,
+ * and a run starting at document d leaves its documents' ids one after another
+ * from out[doc_ends[d-1] + d] (0 + 0 for d = 0), with bit 63 set in counts[d]
+ * (the caller clears it).  Returns the ids written or a negative status (then
+ * out and counts hold nothing meaningful).  One call at a time per encoder. */
 enum {
     ASMBPE_ENC_BOS = 1,
     ASMBPE_ENC_NOCACHE = 2,
     ASMBPE_ENC_PROFILE = 4,
+    ASMBPE_ENC_CLAIMS = 8,
 };
 int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
                       const uint64_t *doc_ends, uint64_t n_docs,

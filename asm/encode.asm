@@ -725,6 +725,8 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         rax, [rsp + J_STATUS]
     test        rax, rax
     jnz         .ret
+    test        qword [rsp + J_FLAGS], EF_CLAIMS
+    jnz         .claims
     ; documents into order: each claim's ids move from out[start(d0) + d0]
     ; (d0: its first document, bit 63 of its count) down to the end of those
     ; before it (never up: a forward copy is safe)
@@ -774,6 +776,19 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     add         [rcx + TS_CYC_WRITE], rax
 .result:
     mov         rax, rbx
+    jmp         .ret
+.claims:                                        ; EF_CLAIMS: no move; the ids
+    mov         r10, [rsp + J_COUNTS]           ; written, the marks kept
+    xor         eax, eax
+    xor         edx, edx
+    mov         rcx, 0x7FFFFFFFFFFFFFFF
+.sum:
+    mov         r8, [r10 + rdx * 8]
+    and         r8, rcx
+    add         rax, r8
+    inc         rdx
+    cmp         rdx, [rsp + J_NDOCS]
+    jb          .sum
     jmp         .ret
 .enomem:
     mov         rax, ASMBPE_ENOMEM

@@ -548,9 +548,14 @@ def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: 
     if np.any(out_full[:32] != 0x9999) or np.any(out_full[32 + cap:] != 0x9999) \
             or not margins_intact(c_full, len(docs)) or not margins_intact(ends_full, len(docs)):
         ctx.fail(f"asmbpe_encode: {case}: wrote outside out/counts (or changed doc_ends)")
+    if flags & int(ctx.L.ASMBPE_ENC_CLAIMS):      # runs left where written: gather
+        from .encoder import _gather_claims     # them (clears the marks)
+        ids = _gather_claims(out_full[32:32 + cap], ends, counts)
+    else:
+        ids = out_full[32:32 + got]
     if int(counts.sum()) != got:
         ctx.fail(f"asmbpe_encode: {case}: counts add up to {int(counts.sum())}, returned {got}")
-    return out_full[32:32 + got].tolist(), counts.tolist()
+    return ids.tolist(), counts.tolist()
 
 
 def _check_decode(ctx: Ctx, enc, ids: list[int], text: bytes, case: str) -> None:
@@ -608,7 +613,7 @@ def check_encode(ctx: Ctx) -> None:
                 want += ids
                 want_counts.append(len(ids))
             flags = (i % 2) | (2 if i % 3 == 0 else 0) | (4 if i % 4 == 1 else 0) \
-                | (DOCS if i % 3 == 1 else INTERNAL if i % 7 == 2 else 0)
+                | (8 if i % 5 == 3 else 0) | (DOCS if i % 3 == 1 else INTERNAL if i % 7 == 2 else 0)
             threads = [1, 2, 3, 8][i % 4]
             anchor = ("end", "start")[(i // 2) % 2]
             align = None if i % 5 else (i * 7) % 64

@@ -94,7 +94,7 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     L = lib()
     enc = _encoder(tokenizer)
     flags = ((L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
-             | (L.ASMBPE_ENC_PROFILE if profile else 0))
+             | (L.ASMBPE_ENC_PROFILE if profile else 0) | L.ASMBPE_ENC_CLAIMS)
     with enc.lock:
         ptrs, ends, n, keep = doc_pointers(docs)
         n_threads = _threads(threads, len(docs), n)
@@ -109,9 +109,30 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
                                        ffi.from_buffer("uint64_t[]", counts[a:b]))
             if got < 0:
                 raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
-            parts.append(out[:got].copy())
+            parts.append(_gather_claims(out, group_ends, counts[a:b]))
         del keep
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
+
+
+_MARK = np.uint64(1 << 63)
+
+
+def _gather_claims(out: np.ndarray, ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The ids of an ASMBPE_ENC_CLAIMS call in document order, copied out of `out`:
+    each run of documents a thread claimed starts at out[start(d) + d] (d its first
+    document, marked by bit 63 of counts[d], cleared here) and holds its documents'
+    ids one after another. The one copy of the ids out of the reused buffer."""
+    firsts = np.flatnonzero(counts & _MARK)
+    counts &= ~_MARK
+    csum = np.concatenate(([0], np.cumsum(counts, dtype=np.uint64))).astype(np.int64)
+    starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
+    bounds = np.append(firsts, len(counts))
+    result = np.empty(int(csum[-1]), dtype=np.uint16)
+    for d0, d1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        src = int(starts[d0]) + d0
+        n = int(csum[d1] - csum[d0])
+        result[int(csum[d0]):int(csum[d0]) + n] = out[src:src + n]
+    return result
 
 
 def _groups(ends: np.ndarray):
