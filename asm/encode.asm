@@ -965,6 +965,7 @@ enc_worker:
     test        rdi, rdi
     jz          .pass1_nocache
     mov         rbp, [rsp + W_POS]              ; chunk start
+    mov         r10, [rsp + W_SEED]
     xor         r14d, r14d                      ; k
     cmp         r14, [rsp + W_N]
     jae         .pass2
@@ -983,11 +984,9 @@ enc_worker:
     vpinsrb     xmm0, xmm0, edx, 15             ; 15), its hash
     SHORT_HASH  xmm0, r8, rcx
     and         r8d, ~(CACHE_WAYS - 1)          ; the set / the slots' line
-    mov         rax, r8
-    shl         rax, SD_SHIFT
-    add         rax, [rsp + W_SEED]
-    shl         r8, CE_SHIFT
-    add         r8, rdi                         ; the set's way 0, unless
+    shl         r8, SD_SHIFT
+    lea         rax, [r10 + r8]
+    lea         r8, [rdi + r8 * (CE_SIZE / SD_SIZE)]    ; the set's way 0, unless
     vpcmpeqb    xmm1, xmm0, [rax + SD_KEY]      ; a slot holds the chunk:
     vpcmpeqb    xmm2, xmm0, [rax + SD_SIZE + SD_KEY]
     vpmovmskb   ecx, xmm1
