@@ -593,7 +593,7 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
     """
     from .corpora import (arrow_memory_kept, budget_batch_bytes, check_streamable,
                           estimate_bytes)
-    from .tokfile import BLOCK_BYTES, encode_to_tok
+    from .tokfile import BLOCK_BYTES, PREFETCH_BLOCKS, encode_to_tok
 
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path)
@@ -616,7 +616,8 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
         with arrow_memory_kept() if budget is None else contextlib.nullcontext():
             s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
                               separator=separator, progress=progress,
-                              batch_bytes=batch_bytes)
+                              batch_bytes=batch_bytes,
+                              prefetch_depth=PREFETCH_BLOCKS if budget is None else 1)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)

@@ -736,11 +736,13 @@ def check_streamable(paths, batch_bytes: int, separator=None) -> None:
                              "--memory")
 
 
-def prefetch(batches):
-    """Yield the items of `batches`, produced one ahead on a reader thread, so that
-    reading the next batch (Python, pyarrow, decompression) overlaps the work on this one
-    (counting, encoding: the library calls release the GIL). Exceptions of the reader come out here."""
-    q: queue.Queue = queue.Queue(maxsize=1)
+def prefetch(batches, depth: int = 1):
+    """Yield the items of `batches`, produced up to `depth` ahead on a reader thread, so
+    that reading the next batch (Python, pyarrow, decompression) overlaps the work on
+    this one (counting, encoding: the library calls release the GIL). A depth of a few
+    lets the reader start on the next Parquet row group while the blocks of this one
+    are still being worked on. Exceptions of the reader come out here."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
     stop = threading.Event()
     done = object()
 

@@ -276,17 +276,22 @@ def read_tok(path, tokenizer=None) -> TokFile:
 # ------------------------------------------------------------ encoding inputs, decoding
 
 BLOCK_BYTES = 8 << 20       # encode_blocks: about this many source bytes per library call
+# `asmbpe encode` without --memory reads this many blocks ahead, so that the reader
+# decompresses the next Parquet row group while the blocks of this one are encoded
+# (one ahead: the encoder waited 0.28 s at the row-group boundaries of english.parquet)
+PREFETCH_BLOCKS = 8
 
 
 def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None = None,
-                  separator=None, batch_bytes: int = BLOCK_BYTES):
+                  separator=None, batch_bytes: int = BLOCK_BYTES, prefetch_depth: int = 1):
     """Encode input files (harness.corpora formats) block by block, as SPEC §5 lays
     documents out: yields (tokens uint16, documents, source bytes) per block of about
     `batch_bytes` source bytes. Plain documents become <|bos|> + text
     (`Tokenizer.encode_many(bos=True)`); with `chat`, the files hold conversations
     (`messages`), each rendered by `Tokenizer.render_chat` (MASKBIT on what the model
-    should learn). The next block is read on a thread while this one is encoded.
-    InputError for bad input, naming the file and line or row."""
+    should learn). The next block (up to `prefetch_depth` blocks) is read on a thread
+    while this one is encoded. InputError for bad input, naming the file and line or
+    row."""
     from .buffers import batch_bytes_of
     from .corpora import conversation_bytes, iter_batches, iter_conversation_batches, prefetch
 
@@ -295,11 +300,12 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
             raise ValueError(f"chat encoding needs vocab_size <= {CHAT_MAX_VOCAB} (MASKBIT "
                              f"0x8000 marks the tokens to learn); the tokenizer has "
                              f"{tokenizer.vocab_size}")
-        for convs in prefetch(iter_conversation_batches(inputs, batch_bytes)):
+        for convs in prefetch(iter_conversation_batches(inputs, batch_bytes), prefetch_depth):
             tokens = np.concatenate([tokenizer.render_chat(c) for c in convs])
             yield tokens, len(convs), sum(map(conversation_bytes, convs))
     else:
-        for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator)):
+        for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator),
+                             prefetch_depth):
             tokens, _ = tokenizer.encode_many(docs, threads, bos=True)
             yield tokens, len(docs), batch_bytes_of(docs)
 
@@ -323,12 +329,13 @@ class EncodeSummary:
 
 def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
                   threads: int | None = None, separator=None, progress=None,
-                  batch_bytes: int = BLOCK_BYTES) -> EncodeSummary:
+                  batch_bytes: int = BLOCK_BYTES, prefetch_depth: int = 1) -> EncodeSummary:
     """Encode the input files (see encode_blocks) into the `.tok` file `output`,
     atomically (TokWriter: nothing is left at `output` when anything fails). progress,
     when given, is called with the source bytes done after each block. batch_bytes:
-    source bytes per block (memory in flight is about 8 blocks; each block's tokens are
-    written on a writer thread while the next block is encoded)."""
+    source bytes per block (memory in flight is about 8 blocks, plus prefetch_depth - 1
+    read ahead; each block's tokens are written on a writer thread while the next block
+    is encoded)."""
     from concurrent.futures import ThreadPoolExecutor
 
     first_special = tokenizer.vocab_size - N_SPECIAL
@@ -341,7 +348,8 @@ def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
         pending = None
         for tokens, docs, nbytes in encode_blocks(tokenizer, inputs, chat=chat,
                                                   threads=threads, separator=separator,
-                                                  batch_bytes=batch_bytes):
+                                                  batch_bytes=batch_bytes,
+                                                  prefetch_depth=prefetch_depth):
             if chat:                            # roles, <|end|>, <|bos|>
                 plain = tokens & np.uint16(~MASKBIT & 0xFFFF)
                 specials += int(np.count_nonzero(plain >= first_special))
