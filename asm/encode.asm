@@ -461,9 +461,11 @@ build_tokens:
     RESTORE
 
 ; build_seed: rdi = encoder, with thread 0's state.  Maps E_SEED and fills
-; it (encode.inc): for each id in order whose 2..SEED_MAX_LEN bytes encode
-; (short_path, thread 0's room) to that id alone, its slot when still empty.
-; Builds the id -> bytes table first if needed.  rax = 0, or ASMBPE_ENOMEM.
+; it (encode.inc): in id order, each id of up to SEED_MAX_LEN bytes that
+; those bytes encode to alone (every byte; a merge's checked by short_path
+; in thread 0's room) goes to the first free slot of its line.  Builds the
+; id -> bytes table first if needed.  rax = 0, ASMBPE_ENOMEM, or
+; ASMBPE_EINVAL should a byte find its line full (never, with SHORT_HASH).
 ; Keeps rbx, rbp, r12-r15; clobbers the rest.
 %define BS_JOB      0                           ; J_ENC: the encoder
 %define BS_SLOT     8
@@ -494,27 +496,7 @@ build_seed:
     vpxor       xmm0, xmm0, xmm0
     vmovdqu     [rsp + BS_BUF], ymm0
     vmovdqu     [rsp + BS_BUF + 32], ymm0
-    xor         r14d, r14d                      ; the 256 bytes first: each
-.byte:                                          ; is its own id
-    vmovd       xmm0, r14d
-    mov         eax, 1
-    vpinsrb     xmm0, xmm0, eax, 15
-    SHORT_HASH  xmm0, r8, rcx
-    shl         r8, SD_SHIFT
-    add         r8, r15
-    cmp         byte [r8 + SD_LEN], 0
-    je          .byte_slot
-    xor         r8, SD_SIZE
-    cmp         byte [r8 + SD_LEN], 0
-    jne         .no_byte_slot                   ; (never, with SHORT_HASH)
-.byte_slot:
-    vmovdqu     [r8 + SD_KEY], xmm0
-    mov         rax, r14
-    bts         rax, 63
-    mov         [r8 + SD_VAL], rax
-    inc         r14d
-    cmp         r14d, 256
-    jb          .byte
+    xor         r14d, r14d                      ; id
 .id:
     mov         rax, [r13 + E_NMERGES]
     add         rax, 256
@@ -523,7 +505,7 @@ build_seed:
     mov         rbp, [r13 + E_TOKOFF]
     mov         rsi, [rbp + r14 * 8]
     mov         rdx, [rbp + r14 * 8 + 8]
-    sub         rdx, rsi                        ; its length (>= 2)
+    sub         rdx, rsi                        ; its length
     cmp         rdx, SEED_MAX_LEN
     ja          .next
     add         rsi, [r13 + E_TOKBYTES]         ; (padded by 16)
@@ -532,7 +514,6 @@ build_seed:
     vmovdqu     xmm0, [rsi]
     vpand       xmm0, xmm0, [r9]
     vmovdqu     [rsp + BS_BUF + 16], xmm0       ; (byte 15: 0)
-    lea         rsi, [rsp + BS_BUF + 16]
     vpinsrb     xmm0, xmm0, edx, 15             ; the key
     SHORT_HASH  xmm0, r8, rcx
     shl         r8, SD_SHIFT
@@ -541,10 +522,16 @@ build_seed:
     je          .free
     xor         r8, SD_SIZE                     ; the other slot of the line
     cmp         byte [r8 + SD_LEN], 0
-    jne         .next                           ; lower ids have both
+    je          .free
+    cmp         r14d, 256                       ; lower ids have both
+    jb          .no_byte_slot
+    jmp         .next
 .free:
     mov         [rsp + BS_SLOT], r8
     mov         [rsp + BS_LEN], rdx
+    cmp         r14d, 256
+    jb          .store                          ; a byte is its own id
+    lea         rsi, [rsp + BS_BUF + 16]
     lea         rdi, [rsp + BS_IDS]
     call        short_path
     lea         rax, [rsp + BS_IDS + 2]
@@ -553,6 +540,7 @@ build_seed:
     movzx       eax, word [rsp + BS_IDS]
     cmp         eax, r14d
     jne         .next                           ; another id, same bytes
+.store:
     mov         r8, [rsp + BS_SLOT]
     vmovdqu     xmm0, [rsp + BS_BUF + 16]
     vmovdqu     [r8 + SD_KEY], xmm0
@@ -607,7 +595,8 @@ FUNC asmbpe_enc_stats, 3, 7, 0, e, tid, out
     jz          .next
     mov         rax, [r8 + TS_CHUNKS]
     add         [outq], rax
-    mov         rax, [r8 + TS_HITS]
+    mov         rax, [r8 + TS_CHUNKS]           ; hits: the chunks not encoded
+    sub         rax, [r8 + TS_ENCODED]
     add         [outq + 8], rax
     mov         rax, [r8 + TS_LONGS]
     add         [outq + 16], rax
@@ -821,8 +810,8 @@ ENDFUNC
 ; in the whole-token table: no branch), else the way 0 of its cache set
 ; (both ways prefetched), or 0 when it is not cached.  Pass 2 writes the
 ; ids: one id directly, a cache hit as one 16-byte copy, the rest through
-; chunk_miss / chunk_uncached.  Hits are counted as every chunk of the batch
-; less those looked up, plus the cache hits.
+; chunk_miss / chunk_uncached, which count as encoded (asmbpe_enc_stats:
+; hits = chunks - encoded).
 ;=============================================================================
 %define EW_BUF      512                         ; chunk ends per split call
 %define W_ENTRY     (EW_BUF * 8)                ; their entries (pass 1)
@@ -1040,8 +1029,6 @@ enc_worker:
     jmp         .nc_chunk
 .pass2:                                         ; pass 2: the ids
     xor         r14d, r14d                      ; k
-    mov         rax, [rsp + W_N]                ; one id each, unless looked
-    add         [rbx + TS_HITS], rax            ; up (taken back there)
 .chunk:
     cmp         r14, [rsp + W_N]
     jae         .chunks_done
@@ -1053,7 +1040,6 @@ enc_worker:
     add         r15, 2
     jmp         .chunk
 .lookup:
-    dec         qword [rbx + TS_HITS]
     mov         rbp, [rsp + W_POS]              ; the chunk: from the end of
     cmp         r14, 1                          ; the one before
     je          .chunk_start
@@ -1068,7 +1054,6 @@ enc_worker:
     sub         r9, rdx
     ENTRY_EQ    r8, .way1
 .hit:
-    inc         qword [rbx + TS_HITS]
     movzx       eax, byte [r8 + CE_NTOK]
     cmp         r15, [rsp + W_SAFE]             ; room for a 16-byte store?
     ja          .hit_small
@@ -1100,6 +1085,7 @@ enc_worker:
 .miss1:
     sub         r8, CE_SIZE                     ; (chunk_miss: way 0)
 .miss:
+    inc         qword [rbx + TS_ENCODED]
     cmp         qword [rsp + W_PROF], 0
     jne         .miss_timed
     mov         rdi, r15
@@ -1107,6 +1093,7 @@ enc_worker:
     mov         r15, rdi
     jmp         .chunk
 .uncached:
+    inc         qword [rbx + TS_ENCODED]
     cmp         qword [rsp + W_PROF], 0
     jne         .uncached_timed
     mov         rdi, r15

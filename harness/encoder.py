@@ -6,11 +6,13 @@ The work is one `asmbpe_encode_docs` call per group of about GROUP_BYTES of docu
 stays bounded however large the batch): the library takes the documents where they
 lie (`buffers.doc_pointers`: no packing), each thread copies the document it works on
 into a padded buffer of its own, splits it into chunks, turns each chunk into ids
-(lowest-numbered merge first, with a 65,536-entry cache per thread for chunks of up to
-48 bytes) on its own threads, blocks of 256 documents at a time, and returns the ids
-in document order. The encoder object (the pair -> merge table and the threads'
-caches) is built once per Tokenizer and kept on it, so the caches stay warm from call
-to call; a lock keeps one call at a time per encoder.
+(lowest-numbered merge first; a shared table of the chunks that are one id, and a
+65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
+blocks of 256 documents at a time, and leaves each block's ids where it wrote them
+(ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
+out of the reused output buffer. The encoder object (the tables and the threads'
+caches) is built once per Tokenizer and kept on it, so the caches stay warm from
+call to call; a lock keeps one call at a time per encoder.
 """
 from __future__ import annotations
 
@@ -177,8 +179,8 @@ def encoder_stats(tokenizer, thread: int | None = None) -> dict:
     encoded), chunks that took the heap path (longer than 128 bytes, uncached), and,
     from calls with profile=True, rdtsc cycles spent in the pre-tokenizer, the cache
     (hashing, probing, copying hits), merging (encoding the chunks not found),
-    writing (moving ids into document order, thread 0) and in all (each thread's
-    whole run)."""
+    writing (moving ids into document order, thread 0; none for encode_many, which
+    gathers them itself) and in all (each thread's whole run)."""
     L = lib()
     raw = np.zeros(int(L.ASMBPE_ES_COUNT), dtype=np.uint64)
     tid = (1 << 64) - 1 if thread is None else int(thread)

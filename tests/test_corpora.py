@@ -234,3 +234,38 @@ def test_arrow_memory_kept_is_scoped():
         pass
     assert corpora.RELEASE_ARROW_MEMORY is True
     assert pa.default_memory_pool().backend_name == pool
+
+
+@pytest.mark.parametrize("depth", [1, 3, 8])
+def test_prefetch_yields_everything_in_order_and_passes_errors_on(depth):
+    """prefetch(depth) reads up to `depth` items ahead on its thread: every item comes
+    out once, in order; an error of the reader comes out after the items before it;
+    a consumer that stops early stops the reader."""
+    import threading
+
+    from harness.corpora import prefetch
+
+    assert list(prefetch(iter(range(50)), depth)) == list(range(50))
+
+    def failing():
+        yield from range(5)
+        raise ValueError("bad row")
+
+    got = []
+    with pytest.raises(ValueError, match="bad row"):
+        for x in prefetch(failing(), depth):
+            got.append(x)
+    assert got == list(range(5))
+
+    produced = []
+
+    def counted():
+        for i in range(10_000):
+            produced.append(i)
+            yield i
+
+    for x in prefetch(counted(), depth):
+        if x == 2:
+            break
+    assert len(produced) <= 3 + depth + 1
+    assert not any(t.name == "asmbpe-reader" and t.is_alive() for t in threading.enumerate())

@@ -301,3 +301,22 @@ def test_large_batches_are_encoded_in_groups(tok, kjv_docs, monkeypatch):
     assert [b - a for a, b in groups].count(1) >= 2           # the 20,000-byte one alone
     assert groups[0][0] == 0 and groups[-1][1] == len(docs)
     assert all(x[1] == y[0] for x, y in zip(groups, groups[1:]))
+
+
+@pytest.mark.parametrize("merges", [
+    [(98, 99), (97, 98), (257, 99)],                # "abc" (258) encodes as a|bc
+    [(97, 98), (98, 99), (256, 99), (97, 257)],     # 258 and 259 both spell "abc"
+])
+def test_whole_token_table_holds_only_ids_their_bytes_encode_to(merges):
+    """The encoder's table of one-id chunks (built by the first cached call) must hold
+    an id only when its own bytes encode to it: here "abc" is a merge whose bytes
+    encode otherwise, or one of two ids with the same bytes. Cached calls (the table,
+    then the cache, on repeated chunks) equal the twin and the uncached path."""
+    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    docs = [b"abc", b"abc abc abc", b"ab bc abc", b"cabc", b"abcabc"] * 3
+    for d in docs:
+        want = twin.encode(tok.merges, d)
+        assert ids(tok.encode(d)) == want, d
+        assert ids(tok.encode(d, cache=False)) == want, d
+    tokens, counts = tok.encode_many(docs, threads=2)
+    assert ids(tokens) == [x for d in docs for x in twin.encode(tok.merges, d)]

@@ -1,0 +1,116 @@
+"""The encoder measurements of docs/OPTIMIZATION_LOG.md (E-rows), one process per run:
+
+    python docs/encode_micro.py MODE [--lib PATH] [--tokenizer tok100.bin] [--threads N]
+
+MODE:
+  e100   the first 100 MB of english.parquet, a new encoder per run (no cache has
+         seen the text): wall seconds of encode_many and its profile phases
+  rare   "rare words": the chunks of 2..16 bytes seen once in the first 30 MB that
+         are a space plus letters, joined into one document, cache=False: merge
+         cycles per chunk
+  hot    the first 16 KB of english repeated to 100 MB (every chunk found, branches
+         and lines learnable): cycles per chunk of each phase
+  words  the " word" chunks of the first 64 KB (about 2,000) in random order, some
+         followed by ",", "." or a newline, 100 MB in 16 KB documents (lines hot,
+         branches not): cycles per chunk of each phase
+--lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
+each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def english(limit: int) -> list[bytes]:
+    import pyarrow.parquet as pq
+
+    from harness.corpora import corpus_path
+    docs, n = [], 0
+    for s in pq.read_table(corpus_path("english"), columns=["text"]).column("text").to_pylist():
+        b = s.encode()
+        docs.append(b)
+        n += len(b)
+        if n >= limit:
+            break
+    return docs
+
+
+def phases(tok, docs, threads, cache=True):
+    """(wall seconds, {phase: cycles}, chunks) of one profiled encode_many."""
+    from harness.encoder import encode_many, encoder_stats
+    s0 = encoder_stats(tok)
+    t = time.perf_counter()
+    encode_many(tok, docs, threads, cache=cache, profile=True)
+    wall = time.perf_counter() - t
+    s1 = encoder_stats(tok)
+    cyc = {k[7:]: s1[k] - s0[k] for k in s1 if k.startswith("cycles_")}
+    return wall, cyc, s1["chunks"] - s0["chunks"], (s1["chunks"] - s0["chunks"]) - (s1["cache_hits"] - s0["cache_hits"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=("e100", "rare", "hot", "words"))
+    ap.add_argument("--lib")
+    ap.add_argument("--tokenizer", default="tok100.bin")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    import harness._lib as L
+    if a.lib:
+        L.LIB_PATH = Path(a.lib)
+    from harness import Tokenizer
+    from harness.pretok import split
+    from harness.profile import tsc_hz
+    hz = tsc_hz()
+    if not hz:
+        sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")
+    tok = Tokenizer.load(a.tokenizer)
+    if a.mode == "e100":
+        docs = english(100 << 20)
+        for _ in range(a.runs):
+            fresh = Tokenizer.load(a.tokenizer)
+            fresh.encode_many([b"hello world"], a.threads)
+            wall, cyc, _, encoded = phases(fresh, docs, a.threads)
+            print(f"wall {wall:.3f} s; " + ", ".join(f"{k} {v / hz:.3f}" for k, v in cyc.items())
+                  + f" s; chunks encoded {encoded:,}")
+        return
+    if a.mode == "rare":
+        seen: dict[bytes, int] = {}
+        for d in english(30 << 20):
+            for c in split(d):
+                if 2 <= len(c) <= 16:
+                    seen[c] = seen.get(c, 0) + 1
+        ws = [c for c, k in seen.items() if k == 1 and c[:1] == b" " and c[1:].isalpha()]
+        doc = b"".join(ws)
+        per = [phases(tok, [doc], 1, cache=False)[1]["merge"] / len(ws) for _ in range(9)]
+        print(f"{len(ws):,} chunks of {len(doc) / len(ws):.2f} B: merge cycles per chunk, "
+              f"median of 9: {statistics.median(per):.0f}")
+        return
+    text = b"".join(english(1 << 20))
+    if a.mode == "hot":
+        docs = [text[:16384]] * 6400
+    else:
+        words = sorted({c for c in split(text[:65536]) if len(c) > 1 and c[:1] == b" "
+                        and c[1:].isalpha()})
+        rng = random.Random(1)
+        punct = [b",", b".", b"\n", b"", b"", b"", b""]
+        docs = [b"".join(w + p for w, p in zip(rng.choices(words, k=3000),
+                                                rng.choices(punct, k=3000)))[:16384]
+                for _ in range(6400)]
+    tok.encode_many(docs[:10], a.threads)
+    for _ in range(a.runs):
+        wall, cyc, n, _ = phases(tok, docs, a.threads)
+        print(f"wall {wall:.3f} s; cycles per chunk: "
+              + ", ".join(f"{k} {v / n:.1f}" for k, v in cyc.items()))
+
+
+if __name__ == "__main__":
+    main()
