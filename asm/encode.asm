@@ -42,6 +42,13 @@ align 64
 mask_tab:
     times 64 db 0xFF
     times 64 db 0
+; u16 1 << lane for lanes 0..15 (short16: a set of lanes from a bit mask)
+bit_w:
+%assign i 0
+%rep 16
+    dw 1 << i
+%assign i i + 1
+%endrep
 ; u16 lane numbers 0..15 (short16: the lane of a rank to replace)
 lane_w:
 %assign i 0
@@ -68,6 +75,49 @@ section .text
     je          %%hit
     cmp         %1, NO_RANK
     je          %%done                          ; (dst32 = NO_RANK)
+    inc         r11d
+    and         r11d, r9d
+    jmp         %%probe
+%%hit:
+    shr         %2, 32
+%%done:
+%endmacro
+
+; RANKV dst32, dst64, a32, b32: RANK without a data-dependent branch while
+; the probe run ends within 4 slots of the home slot (short16): one 32-byte
+; load of the 4 slots {key, rank} (the table's tail repeats its first
+; slots), their keys compared with P and with the empty key at once; the
+; first slot that holds either gives the rank (an empty slot's rank dword
+; is NO_RANK).  Longer runs go on slot by slot.  Needs r8-r10 as RANK, ymm9
+; = all ones.  Clobbers ecx, esi, r11, ymm6, ymm7.
+%macro RANKV 4
+    mov         ecx, %3
+    shl         ecx, 16
+    or          ecx, %4                         ; P
+    imul        r11d, ecx, RANK_MUL
+    shrx        r11d, r11d, r10d
+    vmovd       xmm6, ecx
+    vpbroadcastd ymm6, xmm6
+    vmovdqu     ymm7, [r8 + r11 * 8]
+    vpcmpeqd    ymm6, ymm6, ymm7                ; key == P
+    vpcmpeqd    ymm7, ymm7, ymm9                ; empty
+    vpor        ymm6, ymm6, ymm7
+    vmovmskps   esi, ymm6
+    and         esi, 0x55                       ; (the key dwords)
+    jz          %%far
+    tzcnt       esi, esi
+    lea         r11, [r8 + r11 * 8 + 4]
+    mov         %1, [r11 + rsi * 4]
+    jmp         %%done
+%%far:                                          ; (rare) past the 4 slots
+    add         r11d, 4
+    and         r11d, r9d
+%%probe:
+    mov         %2, [r8 + r11 * 8]
+    cmp         %1, ecx
+    je          %%hit
+    cmp         %1, NO_RANK
+    je          %%done
     inc         r11d
     and         r11d, r9d
     jmp         %%probe
@@ -162,7 +212,7 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     mov         eax, 32
     sub         eax, ecx
     mov         [r14 + E_SHIFT], rax
-    lea         rdi, [rdx * 8]
+    lea         rdi, [rdx * 8 + RANK_TAIL * 8]  ; (+ the tail: RANKV)
     mov         [r14 + E_SLOTBYTES], rdi
     call        asmbpe_map
     test        rax, rax
@@ -222,6 +272,11 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     inc         rsi
     jmp         .insert
 .done:
+    mov         rdi, [r14 + E_MASK]             ; the tail: the first slots
+    lea         rdi, [r8 + rdi * 8 + 8]         ; again, so that RANKV's load
+    vmovdqu     ymm0, [r8]                      ; from any slot sees the
+    vmovdqu     [rdi], ymm0                     ; probe run as it wraps
+    vzeroupper
     mov         rax, r14
     jmp         .ret
 .fail_merges:
@@ -985,12 +1040,8 @@ enc_worker:
     cmp         r9d, 0xFFFF
     cmove       r8, [rax + SD_SIZE + SD_VAL]
     mov         [rsp + W_ENTRY + r14 * 8], r8
-    lea         rcx, [r8 + CE_SIZE]
-    test        r8, r8
-    cmovs       r8, rax                         ; one id: no cache line to
-    cmovs       rcx, rax                        ; fetch (the slots' again)
-    prefetcht0  [r8]
-    prefetcht0  [rcx]
+    prefetcht0  [r8]                            ; (1 << 63 | id: not canonical,
+    prefetcht0  [r8 + CE_SIZE]                  ; dropped)
 .hash_next:
     inc         r14
     cmp         r14, [rsp + W_N]
@@ -1189,7 +1240,7 @@ enc_worker:
 ; to way 1 and fills way 0.
 ; chunk_uncached: the same without a cache entry, any length >= 2.
 ; Both return rdi past the ids; keep rbx, rbp, r12-r15; clobber rax, rcx,
-; rdx, rsi, r8-r11, ymm0-ymm3.
+; rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
 chunk_miss:
     push        rdi
@@ -1352,9 +1403,12 @@ short_path:
 ; new ranks (two lookups).  Taking the leftmost lowest rank each step is the
 ; rounds of the short path: every pair made by merge r involves the new id,
 ; so its rank is above r, and an overlapping pair at k dies with k.
-; Ids live in the thread state (TS_RANK, as u16 scratch), the live
-; positions in a bit mask (r15d).  Writes the live ids at rdi; returns rdi
-; past them.  Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm7.
+; The lookups are RANKV (no data-dependent branch), and a merge whose next
+; one is known early lets that one start at once (STEPS): the lookups of
+; the two overlap.  Ids live in the thread state (TS_RANK, as u16 scratch),
+; the live positions in a bit mask (r15d).  Writes the live ids at rdi;
+; returns rdi past them.  Keeps rbx, r12 (pushed: the steps use them).
+; Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
 %define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
 %define S16_RANKS   64                          ; u16 ranks [16]
@@ -1377,9 +1431,45 @@ short_path:
   %endif
 %endmacro
 
+; MINPOS width, n, min32, lane32, t32: min = the lowest u16 lane of ymm<n>
+; (width 16) or of xmm<n> (width 8), lane = the leftmost lane holding it
+; (0xFFFF: every lane is "none").  Clobbers xmm1-xmm3, t.
+%macro MINPOS 5
+  %if %1 == 16
+    vextracti128 xmm1, ymm%2, 1
+    vphminposuw xmm2, xmm%2                     ; (min, lane) of lanes 0-7
+    vphminposuw xmm3, xmm1                      ; and of lanes 8-15
+    vmovd       %4, xmm2
+    vmovd       %5, xmm3
+    rorx        %4, %4, 16                      ; min << 16 | lane: the
+    rorx        %5, %5, 16                      ; lower key is the lower
+    add         %5, 8                           ; min, then the leftmost
+    cmp         %5, %4                          ; lane (ties: the lower
+    cmovb       %4, %5                          ; half)
+    mov         %3, %4
+    shr         %3, 16
+    and         %4, 0xFF
+  %else
+    vphminposuw xmm2, xmm%2                     ; (min, lane) of lanes 0-7
+    vmovd       %4, xmm2
+    mov         %3, %4
+    and         %3, 0xFFFF                      ; min
+    shr         %4, 16                          ; its lane
+  %endif
+%endmacro
+
 ; STEPS width: short16's steps, on the ranks of ymm4 (width 16) or, for
 ; chunks of up to 9 bytes (8 pairs), of xmm4 alone (8: one vphminposuw, and
 ; xmm lane updates, a shorter chain per step).  Leaves to .out.
+;
+; Each merge also finds the next one early, when it can: the lowest rank r2
+; (leftmost lane j) among the lanes the merge leaves alone (all but p, i and
+; k).  When both new pairs of the merge rank above r2, (r2, j) is the next
+; step's lowest rank (every other lane holds r2 or more, and the lanes with
+; r2 are unchanged, so j is still the leftmost), and the next merge starts at
+; once: its lookups do not wait for this merge's.  Otherwise the next step
+; takes the lowest rank over all lanes again.  (A simulation on the misses of
+; E100: 59 % of the merges need a full search.)
 %macro STEPS 1
   %if %1 == 16
     %define V(r) ymm %+ r
@@ -1387,28 +1477,10 @@ short_path:
     %define V(r) xmm %+ r
   %endif
 %%step:
-  %if %1 == 16
-    vextracti128 xmm1, ymm4, 1
-    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
-    vphminposuw xmm3, xmm1                      ; and of lanes 8-15
-    vmovd       eax, xmm2
-    vmovd       ecx, xmm3
-    movzx       edx, ax                         ; min
-    movzx       esi, cx
-    shr         eax, 16                         ; its lane
-    shr         ecx, 16
-    add         ecx, 8
-    cmp         esi, edx                        ; the upper half only when
-    cmovb       edx, esi                        ; strictly lower: ties go to
-    cmovb       eax, ecx                        ; the leftmost lane
-  %else
-    vphminposuw xmm2, xmm4                      ; (min, lane) of lanes 0-7
-    vmovd       eax, xmm2
-    movzx       edx, ax                         ; min
-    shr         eax, 16                         ; its lane
-  %endif
+    MINPOS      %1, 4, edx, eax, ecx
     cmp         edx, 0xFFFF
     je          .out
+%%merge:                                        ; merge rank edx at lane eax
     mov         ebp, eax                        ; i
     add         edx, 256                        ; the new id t
     mov         [r13 + S16_IDS + rbp * 2], dx
@@ -1421,7 +1493,17 @@ short_path:
     tzcnt       eax, esi
     blsr        esi, esi
     add         eax, ecx                        ; k
-    btr         r15d, eax                       ; dies
+    xor         r11d, r11d                      ; the lanes left alone: all
+    bts         r11d, ebp                       ; but p, i, k (p = 63: bit
+    bts         r11d, eax                       ; 31, no lane)
+    bts         r11d, edx
+    vmovd       xmm0, r11d
+    vpbroadcastw V(0), xmm0
+    vpand       V(0), V(0), V(8)                ; (ymm8 = bit_w)
+    vpcmpeqw    V(0), V(0), V(8)
+    vpor        V(0), V(0), V(4)
+    MINPOS      %1, 0, r12d, ebx, r11d          ; r2, j
+    btr         r15d, eax                       ; k dies
     vmovd       xmm6, eax                       ; lane k := 0xFFFF
     vpbroadcastw V(6), xmm6
     vpcmpeqw    V(6), V(6), V(5)
@@ -1432,20 +1514,33 @@ short_path:
     tzcnt       esi, esi
     add         esi, ecx                        ; q
     movzx       esi, word [r13 + S16_IDS + rsi * 2]
-    RANK        eax, rax, r14d, esi             ; (t, id[q])
+    RANKV       eax, rax, r14d, esi             ; (t, id[q])
 %%set_i:
     SET_LANE    eax, ebp, %1                    ; lane i := rank
+    mov         edi, eax                        ; the lowest new rank
     cmp         edx, 63
-    je          %%step
+    je          %%next
     movzx       esi, word [r13 + S16_IDS + rdx * 2]
-    RANK        eax, rax, esi, r14d             ; (id[p], t)
+    RANKV       eax, rax, esi, r14d             ; (id[p], t)
     SET_LANE    eax, edx, %1                    ; lane p := rank
-    jmp         %%step
+    cmp         eax, edi
+    cmovb       edi, eax
+%%next:
+    cmp         r12d, 0xFFFF                    ; no lane left alone has a
+    je          %%step                          ; merge
+    cmp         edi, r12d                       ; a new pair ranks at or
+    jbe         %%step                          ; below r2
+    mov         eax, ebx
+    mov         edx, r12d
+    jmp         %%merge
   %undef V
 %endmacro
 
 
 short16:
+    push        rbx
+    push        r12
+    push        rdi
     mov         rbp, [rax + E_BP]               ; (rax: the encoder)
     lea         r13, [rbx + TS_RANK]
     vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
@@ -1467,6 +1562,8 @@ short16:
     jb          .init
     vmovdqu     ymm4, [r13 + S16_RANKS]
     vmovdqu     ymm5, [lane_w]
+    vmovdqu     ymm8, [bit_w]
+    vpcmpeqd    ymm9, ymm9, ymm9
     mov         r15d, 1
     shlx        r15d, r15d, r14d
     dec         r15d                            ; live positions 0 .. n-1
@@ -1476,12 +1573,16 @@ short16:
 .steps16:
     STEPS       16
 .out:                                           ; the live ids, in order
+    pop         rdi
+.out_id:
     tzcnt       ecx, r15d
     movzx       eax, word [r13 + S16_IDS + rcx * 2]
     mov         [rdi], ax
     add         rdi, 2
     blsr        r15d, r15d
-    jnz         .out
+    jnz         .out_id
+    pop         r12
+    pop         rbx
     pop         r15
     pop         r14
     pop         r13

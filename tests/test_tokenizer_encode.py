@@ -320,3 +320,49 @@ def test_whole_token_table_holds_only_ids_their_bytes_encode_to(merges):
         assert ids(tok.encode(d, cache=False)) == want, d
     tokens, counts = tok.encode_many(docs, threads=2)
     assert ids(tokens) == [x for d in docs for x in twin.encode(tok.merges, d)]
+
+
+def _pair_home(p: int, slots: int) -> int:
+    """The home slot of pair p = left << 16 | right in the encoder's pair -> merge
+    table (asm/encode.inc: (p * RANK_MUL mod 2^32) >> (32 - log2(slots)))."""
+    return ((p * 0x9E3779B1) & 0xFFFFFFFF) >> (32 - slots.bit_length() + 1)
+
+
+def test_long_probe_runs_that_wrap_around_the_pair_table():
+    """short16 looks up a new id's pairs four slots at a time (RANKV) and goes on slot
+    by slot past them; the table's tail repeats its first slots, so that a run that
+    wraps past the last slot is seen whole. Here the merges after the first 40 are
+    chosen so that their pairs all hash near the end of the table: one long run that
+    wraps. Found and not found pairs in it, cached and uncached, equal the twin."""
+    letters = list(range(65, 91)) + list(range(97, 123))
+    base = [(65 + i % 26, 97 + i // 26) for i in range(40)]       # ids 256..295
+    slots = 1024                                                  # >= 2 * merges
+    cands = [(t, x) for t in range(256, 296) for x in letters]
+    cands += [(x, t) for t in range(256, 296) for x in letters]
+    near_end = [c for c in cands if _pair_home(c[0] << 16 | c[1], slots) >= slots - 8]
+    chosen, others = near_end[::2], near_end[1::2]                # merges / not
+    merges = base + chosen
+    assert 2 * len(merges) <= slots
+    # the run as the library builds it (insertion in merge order, linear probing)
+    table = [None] * slots
+    where = {}
+    for a, b in merges:
+        h = _pair_home(a << 16 | b, slots)
+        while table[h] is not None:
+            h = (h + 1) % slots
+        table[h] = (a, b)
+        where[(a, b)] = h
+    far = [c for c in chosen if (where[c] - _pair_home(c[0] << 16 | c[1], slots)) % slots >= 4]
+    assert far and any(where[c] < slots - 8 for c in chosen)      # long, and wraps
+
+    def spell(i: int) -> bytes:
+        return bytes(base[i - 256]) if i >= 256 else bytes([i])
+
+    words = [b" " + spell(a) + spell(b) for a, b in chosen + others]
+    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    doc = b"".join(words)
+    want = twin.encode(tok.merges, doc)
+    assert ids(tok.encode(doc, cache=False)) == want
+    assert ids(tok.encode(doc)) == want
+    assert ids(tok.encode(doc)) == want                           # from the cache
+    assert sum(1 for x in want if x >= 256 + len(base)) == len(chosen)
