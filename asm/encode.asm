@@ -887,7 +887,9 @@ ENDFUNC
 %define W_SAFE      (W_DOC + 112)               ; a 16-byte store of ids at or
                                                 ; below this stays in the room
 %define W_SEED      (W_DOC + 120)               ; the whole-token table
-%define EW_FRAME    (EW_BUF * 16 + 136)         ; 6 pushes + this: aligned
+%define W_KEY       (W_DOC + 144)               ; pass 1: each short chunk's
+                                                ; key [EW_BUF], 16 bytes
+%define EW_FRAME    (EW_BUF * 32 + 152)         ; 6 pushes + this: aligned
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
 ; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
@@ -1029,11 +1031,29 @@ enc_worker:
     SHORT_HASH  xmm0, r8, rcx
     and         r8d, ~(CACHE_WAYS - 1)          ; the set / the slots' line
     shl         r8, SD_SHIFT
-    lea         rax, [r10 + r8]
-    lea         r8, [rdi + r8 * (CE_SIZE / SD_SIZE)]    ; the set's way 0, unless
-    vpcmpeqb    xmm1, xmm0, [rax + SD_KEY]      ; a slot holds the chunk:
-    vpcmpeqb    xmm2, xmm0, [rax + SD_SIZE + SD_KEY]
-    vpmovmskb   ecx, xmm1
+    mov         r11, r14
+    shl         r11, 4
+    vmovdqu     [rsp + W_KEY + r11], xmm0
+    prefetcht0  [r10 + r8]
+    or          r8, 1                           ; (short: the line, tagged)
+    mov         [rsp + W_ENTRY + r14 * 8], r8
+.hash_next:
+    inc         r14
+    cmp         r14, [rsp + W_N]
+    jb          .hash
+    xor         r14d, r14d                      ; pass 1b: the short chunks'
+.seed:                                          ; lines, fetched by now
+    mov         r8, [rsp + W_ENTRY + r14 * 8]
+    test        r8b, 1
+    jz          .seed_next                      ; (longer: done)
+    mov         r11, r14
+    shl         r11, 4
+    vmovdqu     xmm0, [rsp + W_KEY + r11]
+    lea         rax, [r10 + r8 - 1]
+    lea         r8, [rdi + r8 * (CE_SIZE / SD_SIZE) - (CE_SIZE / SD_SIZE)]
+    vpcmpeqb    xmm1, xmm0, [rax + SD_KEY]      ; the set's way 0, unless
+    vpcmpeqb    xmm2, xmm0, [rax + SD_SIZE + SD_KEY]    ; a slot holds the
+    vpmovmskb   ecx, xmm1                       ; chunk
     vpmovmskb   r9d, xmm2
     cmp         ecx, 0xFFFF
     cmove       r8, [rax + SD_VAL]              ; 1 << 63 | its id
@@ -1042,10 +1062,10 @@ enc_worker:
     mov         [rsp + W_ENTRY + r14 * 8], r8
     prefetcht0  [r8]                            ; (1 << 63 | id: not canonical,
     prefetcht0  [r8 + CE_SIZE]                  ; dropped)
-.hash_next:
+.seed_next:
     inc         r14
     cmp         r14, [rsp + W_N]
-    jb          .hash
+    jb          .seed
     jmp         .pass2
 .hash_long:                                     ; 16..48 bytes: HASH_BYTES;
     xor         r8d, r8d                        ; longer: 0 (not cached)
