@@ -59,16 +59,19 @@ lane_w:
 
 section .text
 
-; RANK dst32, dst64, a32, b32: dst = the merge number of the pair (a, b),
-; NO_RANK if none (dst64: dst32's 64-bit register; its top half is zero on a
-; hit).  Each probe is one load of a {key, rank} slot.  Needs r8 = slots, r9d
-; = mask, r10d = shift.  Clobbers ecx, r11.
-%macro RANK 4
-    mov         ecx, %3
+; PAIR_HOME a32, b32: ecx = P = a << 16 | b, r11d = its home slot in the
+; pair -> merge table (r10d = shift).
+%macro PAIR_HOME 2
+    mov         ecx, %1
     shl         ecx, 16
-    or          ecx, %4                         ; P
+    or          ecx, %2                         ; P
     imul        r11d, ecx, RANK_MUL
     shrx        r11d, r11d, r10d
+%endmacro
+
+; PROBE dst32, dst64: the linear probe for P = ecx from slot r11d: dst = its
+; merge number, NO_RANK at the first empty slot (r8 = slots, r9d = mask).
+%macro PROBE 2
 %%probe:
     mov         %2, [r8 + r11 * 8]
     cmp         %1, ecx
@@ -83,6 +86,15 @@ section .text
 %%done:
 %endmacro
 
+; RANK dst32, dst64, a32, b32: dst = the merge number of the pair (a, b),
+; NO_RANK if none (dst64: dst32's 64-bit register; its top half is zero on a
+; hit).  Each probe is one load of a {key, rank} slot.  Needs r8 = slots, r9d
+; = mask, r10d = shift.  Clobbers ecx, r11.
+%macro RANK 4
+    PAIR_HOME   %3, %4
+    PROBE       %1, %2
+%endmacro
+
 ; RANKV dst32, dst64, a32, b32: RANK without a data-dependent branch while
 ; the probe run ends within 4 slots of the home slot (short16): one 32-byte
 ; load of the 4 slots {key, rank} (the table's tail repeats its first
@@ -91,11 +103,7 @@ section .text
 ; is NO_RANK).  Longer runs go on slot by slot.  Needs r8-r10 as RANK, ymm9
 ; = all ones.  Clobbers ecx, esi, r11, ymm6, ymm7.
 %macro RANKV 4
-    mov         ecx, %3
-    shl         ecx, 16
-    or          ecx, %4                         ; P
-    imul        r11d, ecx, RANK_MUL
-    shrx        r11d, r11d, r10d
+    PAIR_HOME   %3, %4
     vmovd       xmm6, ecx
     vpbroadcastd ymm6, xmm6
     vmovdqu     ymm7, [r8 + r11 * 8]
@@ -112,17 +120,7 @@ section .text
 %%far:                                          ; (rare) past the 4 slots
     add         r11d, 4
     and         r11d, r9d
-%%probe:
-    mov         %2, [r8 + r11 * 8]
-    cmp         %1, ecx
-    je          %%hit
-    cmp         %1, NO_RANK
-    je          %%done
-    inc         r11d
-    and         r11d, r9d
-    jmp         %%probe
-%%hit:
-    shr         %2, 32
+    PROBE       %1, %2
 %%done:
 %endmacro
 
