@@ -861,7 +861,10 @@ ENDFUNC
 ; document is split EW_BUF chunks at a time.  Pass 1 gives each chunk its
 ; W_ENTRY: 1 << 63 | id when it is one id (a chunk of up to 15 bytes found
 ; in the whole-token table: no branch), else the way 0 of its cache set
-; (both ways prefetched), or 0 when it is not cached.  Pass 2 writes the
+; (both ways prefetched), or 0 when it is not cached.  It is two loops: 1a
+; keeps each short chunk's key (W_KEY) and prefetches its whole-token line
+; (W_ENTRY meanwhile: the line's offset, tagged by bit 0), 1b compares once
+; the lines are there.  Pass 2 writes the
 ; ids: one id directly, a cache hit as one 16-byte copy, the rest through
 ; chunk_miss / chunk_uncached, which count as encoded (asmbpe_enc_stats:
 ; hits = chunks - encoded).

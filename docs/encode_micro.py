@@ -30,17 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def english(limit: int) -> list[bytes]:
-    import pyarrow.parquet as pq
-
-    from harness.corpora import corpus_path
-    docs, n = [], 0
-    for s in pq.read_table(corpus_path("english"), columns=["text"]).column("text").to_pylist():
-        b = s.encode()
-        docs.append(b)
-        n += len(b)
-        if n >= limit:
-            break
-    return docs
+    """Whole documents of english.parquet until `limit` bytes."""
+    from harness.corpora import corpus_path, read_documents
+    return read_documents(corpus_path("english"), limit)
 
 
 def phases(tok, docs, threads, cache=True):

@@ -103,10 +103,8 @@ def arrow_memory_kept():
     row group more at peak); all restored on exit. Parquet reading skips its release
     after each row group; Arrow allocates from the system allocator (pyarrow's
     mimalloc pool gives freed pages back after a delay) and glibc's malloc stops
-    trimming. Measured, `asmbpe encode english.parquet` on one thread: 130-250 huge
-    pages faulted in afresh and 0.8-2.7 s of system time before, 6 and 0.34-0.40 s
-    with all three. The `train` and `encode` commands read this way when no --memory
-    budget is given."""
+    trimming (measured effect: docs/OPTIMIZATION_LOG.md, E31). The `train` and
+    `encode` commands read this way when no --memory budget is given."""
     import pyarrow as pa
 
     global RELEASE_ARROW_MEMORY
