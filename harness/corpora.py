@@ -262,32 +262,43 @@ def _open_parquet(p: Path, column: str):
 
 
 def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
-    """(number of the batch's first row, the column's Arrow array) per batch of rows.
+    """(number of the batch's first row, the column's Arrow array) per batch of rows,
+    one row group at a time (the unit of streaming).
 
-    Read one row group at a time (`read_row_group`), then cut into batches: the row
-    group is the unit of streaming, and this holds about one row group of Arrow memory
-    (measured: ParquetFile.iter_batches held several times that, and its allocator kept
-    the peak), which is given back to the OS after each row group (unless within
-    arrow_memory_kept)."""
+    Within arrow_memory_kept, each row group is streamed (`ParquetFile.iter_batches`):
+    its first batch comes out after its first pages, and no single array of the whole
+    row group is built (read_row_group grows one by copying; measured:
+    docs/OPTIMIZATION_LOG.md, E49). Otherwise the row group is read whole
+    (`read_row_group`) and cut into batches: that holds about one row group of Arrow
+    memory (iter_batches held several times that, and its allocator kept the peak),
+    given back to the OS after each row group."""
     import pyarrow as pa
 
     pool = pa.default_memory_pool()
     row = 0
     for g in range(pf.metadata.num_row_groups):
+        start = row
         try:
+            if not RELEASE_ARROW_MEMORY:
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g],
+                                             columns=[column], use_threads=False):
+                    yield row, batch.column(0)
+                    row += batch.num_rows
+                continue
             table = pf.read_row_group(g, columns=[column], use_threads=False)
+        except InputError:
+            raise
         except Exception as e:
             raise InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}") from None
         col = table.column(0)
         part = None
         del table
-        for start in range(0, len(col), batch_rows):
-            part = col.slice(start, batch_rows)
-            yield row + start, part.combine_chunks() if part.num_chunks != 1 else part.chunk(0)
+        for first in range(0, len(col), batch_rows):
+            part = col.slice(first, batch_rows)
+            yield start + first, part.combine_chunks() if part.num_chunks != 1 else part.chunk(0)
         row += len(col)
         del col, part
-        if RELEASE_ARROW_MEMORY:
-            pool.release_unused()
+        pool.release_unused()
 
 
 def _parquet_text_columns(p: Path, batch_rows: int):

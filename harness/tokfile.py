@@ -53,6 +53,7 @@ HEADER_SIZE = 64
 FLAG_CHAT = 1               # flags bit 0: a chat file, MASKBIT in use
 KNOWN_FLAGS = FLAG_CHAT
 CHAT_MAX_VOCAB = MASKBIT    # chat ids must leave bit 15 free
+WRITEBACK_BYTES = 16 << 20  # TokWriter starts writing back to disk every this many bytes
 
 # magic, version, flags, reserved u32, hash, tokens, documents, source bytes, reserved
 _HEADER = struct.Struct("<8sHHIQQQQ16s")
@@ -99,6 +100,7 @@ class TokWriter:
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self.tokens = self.documents = self.source_bytes = 0
         self._f = None
+        self._flushed = HEADER_SIZE             # bytes handed to writeback so far
 
     def __enter__(self) -> "TokWriter":
         self._f = open(self.tmp, "wb")
@@ -121,6 +123,7 @@ class TokWriter:
             arr = arr.astype("<u2")
         self._f.write(np.ascontiguousarray(arr).data)
         self.tokens += arr.size
+        self._start_writeback()
         self.documents += int(documents)
         self.source_bytes += int(source_bytes)
 
@@ -141,6 +144,18 @@ class TokWriter:
             self._discard()
             raise
         return False
+
+    def _start_writeback(self) -> None:
+        """Every WRITEBACK_BYTES, hand what was written to the disk without waiting
+        (POSIX_FADV_DONTNEED starts the writeback of dirty pages on Linux), so that the
+        final fsync waits for the last part only (measured: OPTIMIZATION_LOG.md, E50)."""
+        end = HEADER_SIZE + 2 * self.tokens
+        if end - self._flushed < WRITEBACK_BYTES or not hasattr(os, "posix_fadvise"):
+            return
+        self._f.flush()
+        os.posix_fadvise(self._f.fileno(), self._flushed, end - self._flushed,
+                         os.POSIX_FADV_DONTNEED)
+        self._flushed = end
 
     def _discard(self) -> None:
         if self._f is not None:

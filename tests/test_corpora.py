@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -234,6 +235,47 @@ def test_arrow_memory_kept_is_scoped():
         pass
     assert corpora.RELEASE_ARROW_MEMORY is True
     assert pa.default_memory_pool().backend_name == pool
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_path, kept):
+    """Without a memory budget (arrow_memory_kept) each row group is streamed batch by
+    batch; with one it is read whole and cut: the same documents, batches and
+    conversations either way, and a damaged row group names its first row."""
+    import contextlib
+
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from harness import corpora
+
+    texts = [None if i % 7 == 3 else f"doc {i} " + "é" * (i % 5) for i in range(23)]
+    p = tmp_path / "g.parquet"
+    pq.write_table(pa.table({"text": texts}), p, row_group_size=5)
+    msgs = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+            for i in range(9)]
+    c = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"messages": msgs}), c, row_group_size=4)
+    want = [t.encode() for t in texts if t is not None]
+    with corpora.arrow_memory_kept() if kept else contextlib.nullcontext():
+        for rows in (1, 3, 256):
+            assert list(iter_documents(p, batch_rows=rows)) == want
+        assert [d for b in iter_batches(p, 40) for d in b] == want
+        assert [len(b) for b in iter_batches(p, 40)] == [5, 4, 4, 4, 3]
+        assert [[m["content"] for m in conv] for conv in corpora.iter_conversations(c)] == \
+            [[f"q{i}", f"a{i}"] for i in range(9)]
+        bad = tmp_path / "bad.parquet"
+        noise = random.Random(5)
+        pq.write_table(pa.table({"text": [bytes(noise.getrandbits(8) for _ in range(3000)).hex()
+                                          for _ in range(10)]}),
+                       bad, row_group_size=5, compression="zstd", use_dictionary=False)
+        raw = bytearray(bad.read_bytes())
+        second = pq.ParquetFile(bad).metadata.row_group(1).column(0)
+        middle = second.data_page_offset + second.total_compressed_size // 2
+        raw[middle:middle + 64] = bytes(64)                # inside its compressed page
+        bad.write_bytes(bytes(raw))
+        with pytest.raises(InputError, match=r"bad.parquet: row 5: cannot read as Parquet"):
+            list(iter_documents(bad))
 
 
 @pytest.mark.parametrize("depth", [1, 3, 8])

@@ -50,6 +50,31 @@ def test_round_trip(tmp_path):
         next(read_tok(p).documents())
 
 
+def test_writer_hands_blocks_to_writeback_on_the_way(tmp_path, monkeypatch):
+    """Past WRITEBACK_BYTES the writer starts the disk writes of what it has written
+    (so the final fsync has little left); the file is the same bytes."""
+    from harness import tokfile
+
+    calls = []
+    real = getattr(tokfile.os, "posix_fadvise", None)
+    if real is None:
+        pytest.skip("no posix_fadvise on this platform")
+
+    def fadvise(fd, offset, length, advice):
+        calls.append((offset, length))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(tokfile, "WRITEBACK_BYTES", 64)
+    monkeypatch.setattr(tokfile.os, "posix_fadvise", fadvise)
+    blocks = [np.arange(i * 40, i * 40 + 40, dtype=np.uint16) for i in range(5)]
+    p = tmp_path / "w.tok"
+    write(p, [(np.concatenate(([BOS], b)), 1, 40) for b in blocks])
+    # 82 bytes per block: every block reaches 64 bytes past the last call
+    assert calls == [(HEADER_SIZE + 82 * i, 82) for i in range(5)]
+    t = read_tok(p, TOK)
+    assert t.tokens.tolist() == [x for b in blocks for x in [BOS] + b.tolist()]
+
+
 def test_chat_flag_and_maskbit(tmp_path):
     p = tmp_path / "c.tok"
     end = TOK.special_id("<|end|>")
