@@ -50,9 +50,13 @@ class _Encoder:
         self.out = np.empty(0, dtype=np.uint16)     # reused: no fresh pages per call
 
     def out_buffer(self, n: int) -> np.ndarray:
+        """At least n ids of room. Grown by a quarter more than asked, so that
+        batches of about the same size (asmbpe encode's blocks) reuse one buffer
+        instead of first touching a new one each time one is a little larger
+        (docs/OPTIMIZATION_LOG.md, E53)."""
         if len(self.out) < n:
             self.out = np.empty(0, dtype=np.uint16)
-            self.out = np.empty(max(n, 1 << 16), dtype=np.uint16)
+            self.out = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
         return self.out
 
 
