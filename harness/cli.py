@@ -298,7 +298,8 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                                        separator=separator, batch_bytes=batch_bytes,
                                        progress=progress)
         else:
-            with arrow_memory_kept() if budget is None else contextlib.nullcontext():
+            with (arrow_memory_kept(_readers(threads)) if budget is None
+                  else contextlib.nullcontext()):
                 result = run_train(files, vocab_size=vocab_size, threads=threads,
                                    naive=naive, max_word_bytes=max_word_bytes,
                                    min_count=min_count, verify=verify, progress=progress,
@@ -506,6 +507,13 @@ def _load_tokenizer(path: str):
     return Tokenizer.load(check_file(path))
 
 
+def _readers(threads) -> int:
+    """Parquet row groups read at once for a run on `threads` worker threads (None:
+    all CPUs): one reader thread per four, as one decodes about as much text per
+    second as three or four encoding threads use (docs/OPTIMIZATION_LOG.md, E55)."""
+    return max(1, (threads or os.cpu_count() or 1) // 4)
+
+
 def _check_threads(threads) -> None:
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
@@ -613,7 +621,8 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
                               enabled=not quiet)
     t0 = time.perf_counter()
     try:
-        with arrow_memory_kept() if budget is None else contextlib.nullcontext():
+        with (arrow_memory_kept(_readers(threads)) if budget is None
+              else contextlib.nullcontext()):
             s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
                               separator=separator, progress=progress,
                               batch_bytes=batch_bytes,

@@ -75,6 +75,10 @@ PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
 # slow to touch (this VM, reading english.parquet: 11,000 page faults and 0.1-0.5 s
 # of system time with the release, 3,900 and 0.04-0.2 s without; peak RSS +50 MB).
 RELEASE_ARROW_MEMORY = True
+# Within `arrow_memory_kept(readers=N)`, the row groups of a Parquet file are read by N
+# threads at once (Arrow decompresses without the GIL), in order: one reader thread
+# decodes about 650 MB of text per second here, less than a few encoding threads use.
+PARQUET_READERS = 1
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3       # glibc mallopt parameters
@@ -97,18 +101,21 @@ def _glibc_keeps_memory(keep: bool) -> None:
 
 
 @contextlib.contextmanager
-def arrow_memory_kept():
+def arrow_memory_kept(readers: int = 1):
     """Within: memory freed while reading is kept for the next row group or batch
     instead of going back to the OS (faster where fresh pages are slow to touch, one
     row group more at peak); all restored on exit. Parquet reading skips its release
     after each row group; Arrow allocates from the system allocator (pyarrow's
     mimalloc pool gives freed pages back after a delay) and glibc's malloc stops
     trimming (measured effect: docs/OPTIMIZATION_LOG.md, E31). The `train` and
-    `encode` commands read this way when no --memory budget is given."""
+    `encode` commands read this way when no --memory budget is given. readers: row
+    groups of a Parquet file read at once, on that many threads (memory: one row group
+    each); the documents come out in the same order."""
     import pyarrow as pa
 
-    global RELEASE_ARROW_MEMORY
+    global RELEASE_ARROW_MEMORY, PARQUET_READERS
     old, RELEASE_ARROW_MEMORY = RELEASE_ARROW_MEMORY, False
+    old_readers, PARQUET_READERS = PARQUET_READERS, max(1, int(readers))
     old_pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     _glibc_keeps_memory(True)
@@ -116,6 +123,7 @@ def arrow_memory_kept():
         yield
     finally:
         RELEASE_ARROW_MEMORY = old
+        PARQUET_READERS = old_readers
         pa.set_memory_pool(old_pool)
         _glibc_keeps_memory(False)
 
@@ -274,6 +282,10 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
     given back to the OS after each row group."""
     import pyarrow as pa
 
+    if not RELEASE_ARROW_MEMORY and PARQUET_READERS > 1 and pf.metadata.num_row_groups > 1:
+        yield from _parquet_batches_parallel(p, column, batch_rows, pf.metadata,
+                                             PARQUET_READERS)
+        return
     pool = pa.default_memory_pool()
     row = 0
     for g in range(pf.metadata.num_row_groups):
@@ -299,6 +311,52 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
         row += len(col)
         del col, part
         pool.release_unused()
+
+
+def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, readers: int):
+    """_parquet_batches with `readers` row groups read at once, each streamed on a
+    thread of its own with its own ParquetFile, and handed on in order (so at most
+    `readers` row groups of Arrow memory wait). A row group that fails raises, after
+    the batches before the failing one, the InputError the serial reader raises."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+    firsts = [0]
+    for g in range(metadata.num_row_groups):
+        firsts.append(firsts[-1] + metadata.row_group(g).num_rows)
+
+    def read(g: int):
+        """(batches of row group g as (first row, array), or the error and its row)."""
+        row, out = firsts[g], []
+        try:
+            pf = getattr(local, "pf", None)
+            if pf is None:
+                import pyarrow.parquet as pq
+                pf = local.pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g],
+                                         columns=[column], use_threads=False):
+                out.append((row, batch.column(0)))
+                row += batch.num_rows
+        except Exception as e:
+            return out, InputError(f"{p}: row {row}: cannot read as Parquet: "
+                                   f"{_first_line(e)}")
+        return out, None
+
+    n = metadata.num_row_groups
+    with ThreadPoolExecutor(readers, thread_name_prefix="asmbpe-parquet") as pool:
+        pending = [pool.submit(read, g) for g in range(min(readers, n))]
+        try:
+            for g in range(n):
+                batches, error = pending.pop(0).result()
+                if g + readers < n:
+                    pending.append(pool.submit(read, g + readers))
+                yield from batches
+                del batches
+                if error is not None:
+                    raise error
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _parquet_text_columns(p: Path, batch_rows: int):

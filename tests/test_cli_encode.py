@@ -98,6 +98,28 @@ def test_encode_decode_jsonl_text_parquet(tmp_path, tok_path, tok):
     assert invoke("decode", out, "-t", tok_path, "-q").stderr == ""
 
 
+def test_encode_same_file_for_any_threads_and_parquet_readers(tmp_path, tok_path):
+    """--threads 8 reads Parquet row groups on two threads at once (one reader per four
+    encoding threads): the .tok file is the same bytes as with one thread."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from harness import cli
+
+    assert [cli._readers(t) for t in (1, 2, 3, 4, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
+    lines = KJV.read_text().splitlines()[:600]
+    pqf = tmp_path / "k.parquet"
+    pq.write_table(pa.table({"text": ["\n".join(lines[i:i + 7]) for i in range(0, 600, 7)]}),
+                   pqf, row_group_size=9)
+    images = []
+    for threads in (1, 3, 8):
+        out = tmp_path / f"t{threads}.tok"
+        r = invoke("encode", pqf, "-t", tok_path, "-o", out, "--threads", threads, "-q")
+        assert r.exit_code == 0, r.output
+        images.append(out.read_bytes())
+    assert images[0] == images[1] == images[2]
+
+
 def test_encode_plain_text_file_is_one_document(tmp_path, tok_path, tok):
     f = tmp_path / "kjv.txt"
     f.write_bytes(KJV.read_bytes()[:3000])

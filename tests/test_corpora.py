@@ -237,11 +237,13 @@ def test_arrow_memory_kept_is_scoped():
     assert pa.default_memory_pool().backend_name == pool
 
 
-@pytest.mark.parametrize("kept", [False, True])
-def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_path, kept):
+@pytest.mark.parametrize("kept, readers", [(False, 1), (True, 1), (True, 2), (True, 3)])
+def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_path, kept,
+                                                                           readers):
     """Without a memory budget (arrow_memory_kept) each row group is streamed batch by
-    batch; with one it is read whole and cut: the same documents, batches and
-    conversations either way, and a damaged row group names its first row."""
+    batch, by one reader or several at once; with one it is read whole and cut: the
+    same documents, batches and conversations in the same order every way, and a
+    damaged row group names its first row after the documents before it."""
     import contextlib
 
     pa = pytest.importorskip("pyarrow")
@@ -257,7 +259,7 @@ def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_p
     c = tmp_path / "c.parquet"
     pq.write_table(pa.table({"messages": msgs}), c, row_group_size=4)
     want = [t.encode() for t in texts if t is not None]
-    with corpora.arrow_memory_kept() if kept else contextlib.nullcontext():
+    with corpora.arrow_memory_kept(readers) if kept else contextlib.nullcontext():
         for rows in (1, 3, 256):
             assert list(iter_documents(p, batch_rows=rows)) == want
         assert [d for b in iter_batches(p, 40) for d in b] == want
@@ -274,8 +276,13 @@ def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_p
         middle = second.data_page_offset + second.total_compressed_size // 2
         raw[middle:middle + 64] = bytes(64)                # inside its compressed page
         bad.write_bytes(bytes(raw))
+        seen = []
         with pytest.raises(InputError, match=r"bad.parquet: row 5: cannot read as Parquet"):
-            list(iter_documents(bad))
+            for doc in iter_documents(bad):
+                seen.append(doc)
+        assert len(seen) == 5                            # the first row group's
+        assert corpora.PARQUET_READERS == (readers if kept else 1)
+    assert corpora.PARQUET_READERS == 1
 
 
 @pytest.mark.parametrize("depth", [1, 3, 8])
