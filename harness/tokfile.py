@@ -153,8 +153,11 @@ class TokWriter:
         if end - self._flushed < WRITEBACK_BYTES or not hasattr(os, "posix_fadvise"):
             return
         self._f.flush()
-        os.posix_fadvise(self._f.fileno(), self._flushed, end - self._flushed,
-                         os.POSIX_FADV_DONTNEED)
+        try:
+            os.posix_fadvise(self._f.fileno(), self._flushed, end - self._flushed,
+                             os.POSIX_FADV_DONTNEED)
+        except OSError:                     # a hint: a file system may not take it
+            pass
         self._flushed = end
 
     def _discard(self) -> None:
