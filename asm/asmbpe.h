@@ -161,7 +161,9 @@ void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
  * caller that copies the ids out anyway): the threads claim runs of documents,
  * and a run starting at document d leaves its documents' ids one after another
  * from out[doc_ends[d-1] + d] (0 + 0 for d = 0), with bit 63 set in counts[d]
- * (the caller clears it).  Returns the ids written or a negative status (then
+ * (the caller clears it).  With one thread, its runs follow one another as
+ * one run from out[0]: every id is in order and only counts[0] is marked.
+ * Returns the ids written or a negative status (then
  * out and counts hold nothing meaningful).  One call at a time per encoder. */
 enum {
     ASMBPE_ENC_BOS = 1,

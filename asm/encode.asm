@@ -951,11 +951,17 @@ enc_worker:
     cmp         rax, [r12 + J_NDOCS]
     jae         .done
     mov         [rsp + W_DOC], rax
+    mov         qword [rsp + W_FIRST], 1        ; its ids from its room, and its
+    cmp         qword [r12 + J_NTH], 1          ; first count marked; but one
+    jne         .claimed                        ; thread's claims follow one
+    test        rax, rax                        ; another from out[0], as one
+    jz          .claimed                        ; (no move, no copy to gather)
+    mov         qword [rsp + W_FIRST], 0
+.claimed:
     add         rax, rcx
     cmp         rax, [r12 + J_NDOCS]
     cmova       rax, [r12 + J_NDOCS]
     mov         [rsp + W_DOCEND], rax
-    mov         qword [rsp + W_FIRST], 1
 .doc:
     mov         rdx, [rsp + W_DOC]
     cmp         rdx, [rsp + W_DOCEND]

@@ -10,7 +10,9 @@ into a padded buffer of its own, splits it into chunks, turns each chunk into id
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time, and leaves each block's ids where it wrote them
 (ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
-out of the reused output buffer. The encoder object (the tables and the threads'
+out of the reused output buffer. One thread writes them in order from the start, so
+then the output array is new and is the result, with no copy (log E57). The encoder
+object (the tables and the threads'
 caches) is built once per Tokenizer and kept on it, so the caches stay warm from
 call to call; a lock keeps one call at a time per encoder.
 """
@@ -108,14 +110,21 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
         for a, b in _groups(ends):
             base = int(ends[a - 1]) if a else 0
             group_ends = ends[a:b] - np.uint64(base)
-            out = enc.out_buffer(int(group_ends[-1]) + (b - a))
+            room = int(group_ends[-1]) + (b - a)
+            # one thread writes the ids in order from out[0]: then out is the result
+            # (a new array, its unused end never touched), with no copy to gather
+            out = np.empty(room, dtype=np.uint16) if n_threads == 1 else enc.out_buffer(room)
             got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
                                        ffi.from_buffer("uint64_t[]", group_ends), b - a,
                                        n_threads, flags, ffi.from_buffer("uint16_t[]", out),
                                        ffi.from_buffer("uint64_t[]", counts[a:b]))
             if got < 0:
                 raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
-            parts.append(_gather_claims(out, group_ends, counts[a:b]))
+            if n_threads == 1:
+                counts[a] &= ~_MARK                 # (the one run's mark)
+                parts.append(out[:got])
+            else:
+                parts.append(_gather_claims(out, group_ends, counts[a:b]))
         del keep
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
 

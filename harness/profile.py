@@ -285,7 +285,8 @@ def profile_pretok(docs: list[bytes], describe: str = "") -> Report:
     from .buffers import Packer
 
     L = lib()
-    ptr, ends, n = Packer().pack(docs)
+    packer = Packer()                   # keeps the buffer alive while ptr is used
+    ptr, ends, n = packer.pack(docs)
     cap = 1 << 20
     out = np.empty(cap, dtype=np.uint64)
     op = ffi.from_buffer("uint64_t[]", out)
