@@ -13,6 +13,9 @@ MODE:
   words  the " word" chunks of the first 64 KB (about 2,000) in random order, some
          followed by ",", "." or a newline, 100 MB in 16 KB documents (lines hot,
          branches not): cycles per chunk of each phase
+  blocks all of english.parquet in blocks of about 8 MB, as `asmbpe encode` hands them
+         to encode_many (with <|bos|>), a new encoder per run, nothing read or written:
+         the in-memory rate the whole command is compared with (MB/s)
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
 each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
 """
@@ -29,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def english(limit: int) -> list[bytes]:
-    """Whole documents of english.parquet until `limit` bytes."""
+def english(limit: int | None) -> list[bytes]:
+    """Whole documents of english.parquet until `limit` bytes (None: all of them)."""
     from harness.corpora import corpus_path, read_documents
     return read_documents(corpus_path("english"), limit)
 
@@ -49,7 +52,7 @@ def phases(tok, docs, threads, cache=True):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("e100", "rare", "hot", "words"))
+    ap.add_argument("mode", choices=("e100", "rare", "hot", "words", "blocks"))
     ap.add_argument("--lib")
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
@@ -65,6 +68,27 @@ def main() -> None:
     if not hz:
         sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")
     tok = Tokenizer.load(a.tokenizer)
+    if a.mode == "blocks":
+        from harness.tokfile import BLOCK_BYTES
+        docs = english(None)
+        blocks, block, size = [], [], 0
+        for d in docs:
+            block.append(d)
+            size += len(d)
+            if size >= BLOCK_BYTES:
+                blocks.append(block)
+                block, size = [], 0
+        blocks += [block] if block else []
+        tok.encode_many(docs[:10], a.threads)           # the library loaded
+        total = sum(map(len, docs))
+        for _ in range(a.runs):
+            fresh = Tokenizer.load(a.tokenizer)
+            t = time.perf_counter()
+            for b in blocks:
+                fresh.encode_many(b, a.threads, bos=True)
+            print(f"{total / 1e6:.1f} MB in {len(blocks)} blocks: "
+                  f"{total / 1e6 / (time.perf_counter() - t):.1f} MB/s")
+        return
     if a.mode == "e100":
         docs = english(100 << 20)
         for _ in range(a.runs):
