@@ -264,6 +264,11 @@ def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_p
             assert list(iter_documents(p, batch_rows=rows)) == want
         assert [d for b in iter_batches(p, 40) for d in b] == want
         assert [len(b) for b in iter_batches(p, 40)] == [5, 4, 4, 4, 3]
+        first = [d for b in iter_batches(p, 40, limit_bytes=50) for d in b]
+        assert first == want[:len(first)] and 50 <= sum(map(len, first)) < 70
+        it = iter_documents(p)                           # left early: readers stop
+        assert next(it) == want[0]
+        it.close()
         assert [[m["content"] for m in conv] for conv in corpora.iter_conversations(c)] == \
             [[f"q{i}", f"a{i}"] for i in range(9)]
         bad = tmp_path / "bad.parquet"
