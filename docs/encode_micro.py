@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def english(limit: int | None) -> list[bytes]:
-    """Whole documents of english.parquet until `limit` bytes (None: all of them)."""
+def english(limit: int) -> list[bytes]:
+    """Whole documents of english.parquet until `limit` bytes."""
     from harness.corpora import corpus_path, read_documents
     return read_documents(corpus_path("english"), limit)
 
@@ -61,26 +61,13 @@ def main() -> None:
     import harness._lib as L
     if a.lib:
         L.LIB_PATH = Path(a.lib)
-    from harness import Tokenizer
-    from harness.pretok import split
-    from harness.profile import tsc_hz
-    hz = tsc_hz()
-    if not hz:
-        sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")
-    tok = Tokenizer.load(a.tokenizer)
-    if a.mode == "blocks":
+    if a.mode == "blocks":                             # (wall time only: no TSC needed)
+        from harness import Tokenizer
+        from harness.corpora import corpus_path, iter_batches
         from harness.tokfile import BLOCK_BYTES
-        docs = english(None)
-        blocks, block, size = [], [], 0
-        for d in docs:
-            block.append(d)
-            size += len(d)
-            if size >= BLOCK_BYTES:
-                blocks.append(block)
-                block, size = [], 0
-        blocks += [block] if block else []
-        tok.encode_many(docs[:10], a.threads)           # the library loaded
-        total = sum(map(len, docs))
+        blocks = list(iter_batches(corpus_path("english"), BLOCK_BYTES))   # as the command
+        total = sum(b.nbytes for b in blocks)
+        Tokenizer.load(a.tokenizer).encode_many([b"hello world"], a.threads)
         for _ in range(a.runs):
             fresh = Tokenizer.load(a.tokenizer)
             t = time.perf_counter()
@@ -89,6 +76,13 @@ def main() -> None:
             print(f"{total / 1e6:.1f} MB in {len(blocks)} blocks: "
                   f"{total / 1e6 / (time.perf_counter() - t):.1f} MB/s")
         return
+    from harness import Tokenizer
+    from harness.pretok import split
+    from harness.profile import tsc_hz
+    hz = tsc_hz()
+    if not hz:
+        sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")
+    tok = Tokenizer.load(a.tokenizer)
     if a.mode == "e100":
         docs = english(100 << 20)
         for _ in range(a.runs):

@@ -12,9 +12,9 @@ blocks of 256 documents at a time, and leaves each block's ids where it wrote th
 (ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
 out of the reused output buffer. One thread writes them in order from the start, so
 then the output array is new and is the result, with no copy (log E57). The encoder
-object (the tables and the threads'
-caches) is built once per Tokenizer and kept on it, so the caches stay warm from
-call to call; a lock keeps one call at a time per encoder.
+object (the tables and the threads' caches) is built once per Tokenizer and kept on
+it, so the caches stay warm from call to call; a lock keeps one call at a time per
+encoder.
 """
 from __future__ import annotations
 
