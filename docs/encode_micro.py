@@ -15,7 +15,9 @@ MODE:
          branches not): cycles per chunk of each phase
   blocks all of english.parquet in blocks of about 8 MB, as `asmbpe encode` hands them
          to encode_many (with <|bos|>), a new encoder per run, nothing read or written:
-         the in-memory rate the whole command is compared with (MB/s)
+         the in-memory rate the whole command is compared with (MB/s); --copies N:
+         the file N times over, as `asmbpe encode` given it N times (the steady state
+         of a long run, where the start-up costs of reading weigh less)
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
 each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
 """
@@ -57,6 +59,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--copies", type=int, default=1)
     a = ap.parse_args()
     import harness._lib as L
     if a.lib:
@@ -65,7 +68,8 @@ def main() -> None:
         from harness import Tokenizer
         from harness.corpora import corpus_path, iter_batches
         from harness.tokfile import BLOCK_BYTES
-        blocks = list(iter_batches(corpus_path("english"), BLOCK_BYTES))   # as the command
+        blocks = list(iter_batches([corpus_path("english")] * a.copies,    # as the command
+                                   BLOCK_BYTES))
         total = sum(b.nbytes for b in blocks)
         Tokenizer.load(a.tokenizer).encode_many([b"hello world"], a.threads)
         for _ in range(a.runs):

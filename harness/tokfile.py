@@ -322,8 +322,12 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
             tokens = np.concatenate([tokenizer.render_chat(c) for c in convs])
             yield tokens, len(convs), sum(map(conversation_bytes, convs))
     else:
+        # the encoder's tables are built while the first block is read
+        def warm():
+            tokenizer.encode_many([b""], threads, bos=True)
+
         for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator),
-                             prefetch_depth):
+                             prefetch_depth, meanwhile=warm):
             tokens, _ = tokenizer.encode_many(docs, threads, bos=True)
             yield tokens, len(docs), batch_bytes_of(docs)
 

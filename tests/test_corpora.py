@@ -323,3 +323,34 @@ def test_prefetch_yields_everything_in_order_and_passes_errors_on(depth):
             break
     assert len(produced) <= 3 + depth + 1
     assert not any(t.name == "asmbpe-reader" and t.is_alive() for t in threading.enumerate())
+
+
+def test_prefetch_meanwhile_overlaps_the_first_read():
+    """meanwhile runs once, on the consumer's thread, while the reader is already
+    reading; an error in it comes out and stops the reader."""
+    import threading
+
+    from harness.corpora import prefetch
+
+    started, calls = threading.Event(), []
+
+    def items():
+        started.set()
+        yield from range(3)
+
+    def meanwhile():
+        assert started.wait(5)                  # the reader is running meanwhile
+        calls.append(threading.current_thread())
+
+    assert list(prefetch(items(), 2, meanwhile=meanwhile)) == [0, 1, 2]
+    assert calls == [threading.current_thread()]
+
+    def failing():
+        raise RuntimeError("warm-up failed")
+
+    with pytest.raises(RuntimeError, match="warm-up failed"):
+        list(prefetch(iter(range(10_000)), 1, meanwhile=failing))
+    for t in threading.enumerate():
+        if t.name == "asmbpe-reader":
+            t.join(5)
+            assert not t.is_alive()

@@ -1,0 +1,167 @@
+"""harness.parquet_pages: the page-by-page reader of plain string columns gives exactly
+pyarrow's rows, streams the layouts it claims to read, and leaves every other layout,
+or the rest of a chunk it stops on, to pyarrow."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from harness import parquet_pages  # noqa: E402
+from harness.parquet_pages import _plain_strings, _Unsupported, row_group_arrays  # noqa: E402
+
+
+def _docs(seed: int, n: int, big: int = 0) -> list[bytes]:
+    """Documents of 0..3000 bytes (any byte values), `big` of them over a MB."""
+    rnd = random.Random(seed)
+    docs = [rnd.randbytes(rnd.choice([0, 1, 7, 300, 3000])) for _ in range(n)]
+    for k in rnd.sample(range(n), big):
+        docs[k] = rnd.randbytes((1 << 20) + rnd.randrange(1 << 19))
+    return docs
+
+
+def _read_all(path, column="text", batch_rows=256):
+    """(every row group through row_group_arrays, as one binary array; the count of row
+    groups streamed here without falling back)."""
+    pf = pq.ParquetFile(path)
+    arrays, streamed = [], 0
+    for g in range(pf.metadata.num_row_groups):
+        try:
+            for _ in _plain_strings(path, pf, g, column, batch_rows):
+                pass
+            streamed += 1
+        except Exception:
+            pass
+        for a in row_group_arrays(path, pf, g, column, batch_rows):
+            assert len(a) <= batch_rows
+            arrays.append(a.cast(pa.large_binary()))
+    return pa.concat_arrays(arrays) if arrays else None, streamed
+
+
+def _want(path, column="text"):
+    return pq.read_table(path, columns=[column]).column(0).combine_chunks().cast(
+        pa.large_binary())
+
+
+# (write_table options, whether every row group is streamed here)
+LAYOUTS = {
+    "zstd v1": (dict(compression="zstd"), True),
+    "zstd v2": (dict(compression="zstd", data_page_version="2.0"), True),
+    "gzip": (dict(compression="gzip"), True),
+    "none v1": (dict(compression="none"), True),
+    "none v2": (dict(compression="none", data_page_version="2.0"), True),
+    "small pages": (dict(compression="zstd", data_page_size=2000), True),
+    "no statistics": (dict(compression="zstd", write_statistics=False), True),
+    "snappy": (dict(compression="snappy"), False),
+    "dictionary": (dict(compression="zstd", use_dictionary=True), False),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("kind", ["string", "binary", "large_string"])
+def test_rows_are_pyarrows_rows(tmp_path, layout, kind):
+    options, streamed = LAYOUTS[layout]
+    docs = _docs(1, 700, big=2)
+    if kind != "binary":
+        docs = [d.hex().encode() for d in docs]
+        column = pa.array([d.decode() for d in docs], type=getattr(pa, kind)())
+    else:
+        column = pa.array(docs, type=pa.binary())
+    table = pa.table({"id": pa.array(range(len(docs))), "text": column,
+                      "after": pa.array([str(k) for k in range(len(docs))])})
+    p = tmp_path / "t.parquet"
+    pq.write_table(table, p, row_group_size=300, **{"use_dictionary": False, **options})
+    got, n_streamed = _read_all(p)
+    assert got.equals(_want(p))
+    assert n_streamed == (3 if streamed else 0)
+
+
+def test_required_column_and_one_row_groups(tmp_path):
+    """A column without definition levels (not nullable), row groups of one row, and
+    empty documents."""
+    docs = [b"", b"a", b"", b"xyz" * 1000, b""]
+    schema = pa.schema([pa.field("text", pa.binary(), nullable=False)])
+    p = tmp_path / "r.parquet"
+    pq.write_table(pa.table({"text": docs}, schema=schema), p, row_group_size=1,
+                   compression="zstd", use_dictionary=False)
+    assert pq.ParquetFile(p).schema.column(0).max_definition_level == 0
+    got, streamed = _read_all(p, batch_rows=1)
+    assert got.to_pylist() == docs and streamed == 5
+
+
+def test_nulls_fall_back_where_they_start(tmp_path):
+    """Pages without nulls are read here; from the first page with one, pyarrow reads the
+    rest of the chunk, skipping the rows already given: the rows are pyarrow's (the
+    nulls kept as nulls)."""
+    docs = [f"document {k} ".encode() * 40 for k in range(600)]
+    docs[450] = None
+    p = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"text": pa.array(docs, type=pa.binary())}), p,
+                   compression="zstd", use_dictionary=False, data_page_size=4000)
+    pf = pq.ParquetFile(p)
+    assert pf.metadata.num_row_groups == 1
+    with pytest.raises(_Unsupported, match="nulls"):
+        for _ in _plain_strings(p, pf, 0, "text", 64):
+            pass
+    arrays = list(row_group_arrays(p, pf, 0, "text", 64))
+    assert pa.concat_arrays([a.cast(pa.binary()) for a in arrays]).to_pylist() == docs
+
+
+def test_arrays_end_at_array_bytes(tmp_path, monkeypatch):
+    """The first array comes out after ARRAY_BYTES, not after batch_rows long documents
+    (the encoder's first block waits for about 8 MB, not for 256 documents)."""
+    monkeypatch.setattr(parquet_pages, "ARRAY_BYTES", 10_000)
+    monkeypatch.setattr(parquet_pages, "READ_BYTES", 4096)       # values across reads
+    docs = _docs(2, 400)
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": pa.array(docs, type=pa.binary())}), p,
+                   compression="zstd", use_dictionary=False)
+    pf = pq.ParquetFile(p)
+    arrays = list(_plain_strings(p, pf, 0, "text", 256))
+    assert sum(map(len, arrays)) == 400
+    for a in arrays[:-1]:
+        sizes = [len(d) for d in a.to_pylist()]
+        assert sum(sizes) >= 10_000 > sum(sizes[:-1])
+    assert [d for a in arrays for d in a.to_pylist()] == docs
+
+
+def test_other_columns_are_left_to_pyarrow(tmp_path):
+    """Not strings (an int column), or strings nested in a list: pyarrow reads them."""
+    p = tmp_path / "o.parquet"
+    pq.write_table(pa.table({"n": pa.array(range(10)),
+                             "text": pa.array([["a", "b"]] * 10)}), p)
+    pf = pq.ParquetFile(p)
+    for column in ("n", "text"):
+        with pytest.raises(_Unsupported):
+            next(_plain_strings(p, pf, 0, column, 256))
+        got = pa.concat_arrays(list(row_group_arrays(p, pf, 0, column, 4)))
+        assert got.equals(pq.read_table(p).column(column).combine_chunks())
+
+
+def test_damaged_page_is_pyarrows_error(tmp_path):
+    """A damaged compressed page: this reader stops, pyarrow reads the chunk again and
+    raises its own error (the rows before the damaged page may already be out)."""
+    docs = [random.Random(k).randbytes(3000).hex().encode() for k in range(10)]
+    p = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": pa.array(docs, type=pa.binary())}), p,
+                   compression="zstd", use_dictionary=False)
+    raw = bytearray(p.read_bytes())
+    chunk = pq.ParquetFile(p).metadata.row_group(0).column(0)
+    middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+    raw[middle:middle + 64] = bytes(64)
+    p.write_bytes(bytes(raw))
+    pf = pq.ParquetFile(p)
+    with pytest.raises(Exception) as err:
+        list(row_group_arrays(p, pf, 0, "text", 256))
+    assert not isinstance(err.value, _Unsupported)
+
+
+def test_corpora_are_streamed_here(corpus_files):
+    """Every row group of the shared corpora is read here, with pyarrow's rows."""
+    for path in corpus_files:
+        got, streamed = _read_all(path)
+        assert streamed == pq.ParquetFile(path).metadata.num_row_groups, path
+        assert got.equals(_want(path)), path
