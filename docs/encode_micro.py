@@ -18,6 +18,10 @@ MODE:
          the in-memory rate the whole command is compared with (MB/s); --copies N:
          the file N times over, as `asmbpe encode` given it N times (the steady state
          of a long run, where the start-up costs of reading weigh less)
+  read   reading alone, as `asmbpe encode` reads (all of english.parquet in 8 MB
+         blocks, Arrow's memory kept, one reader thread), once per process (its
+         start-up is what this measures: run it several times): seconds to the first
+         block and to the end, MB/s, CPU seconds and minor page faults
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
 each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
 """
@@ -52,15 +56,38 @@ def phases(tok, docs, threads, cache=True):
     return wall, cyc, s1["chunks"] - s0["chunks"], (s1["chunks"] - s0["chunks"]) - (s1["cache_hits"] - s0["cache_hits"])
 
 
+def read_alone() -> None:
+    import resource
+
+    import pyarrow.parquet  # noqa: F401  (the command's size estimate imports it
+    from harness.corpora import arrow_memory_kept, corpus_path, iter_batches  # before
+    from harness.tokfile import BLOCK_BYTES                     # its clock starts)
+    t0 = time.perf_counter()
+    first, total = None, 0
+    with arrow_memory_kept(1):
+        for b in iter_batches([corpus_path("english")], BLOCK_BYTES):
+            if first is None:
+                first = time.perf_counter() - t0
+            total += b.nbytes
+    took = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"{total / 1e6:.1f} MB: first block {first:.3f} s, all {took:.3f} s "
+          f"({total / 1e6 / took:.0f} MB/s), CPU {ru.ru_utime + ru.ru_stime:.2f} s, "
+          f"{ru.ru_minflt:,} minor faults")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("e100", "rare", "hot", "words", "blocks"))
+    ap.add_argument("mode", choices=("e100", "rare", "hot", "words", "blocks", "read"))
     ap.add_argument("--lib")
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", type=int, default=1)
     a = ap.parse_args()
+    if a.mode == "read":
+        read_alone()
+        return
     import harness._lib as L
     if a.lib:
         L.LIB_PATH = Path(a.lib)
