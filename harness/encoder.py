@@ -10,7 +10,7 @@ into a padded buffer of its own, splits it into chunks, turns each chunk into id
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time, and leaves each block's ids where it wrote them
 (ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
-out of the reused output buffer. One thread writes them in order from the start, so
+out of that room, which the process's calls reuse (`_Rooms`). One thread writes them in order from the start, so
 then the output array is new and is the result, with no copy (log E57). The encoder
 object (the tables and the threads' caches) is built once per Tokenizer and kept on
 it, so the caches stay warm from call to call; a lock keeps one call at a time per
@@ -38,8 +38,43 @@ STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
                -4: "a thread could not be started (ASMBPE_ETHREAD)"}
 
 
+class _Rooms:
+    """The output rooms of calls on two or more threads, shared by every encoder of
+    the process. A room is in use only during one call (its ids are gathered out of
+    it before the call returns), so a new encoder (a new Tokenizer, or the bench's new
+    encoder per run) takes the room an earlier call used instead of fresh memory:
+    here, several threads touching fresh pages at once cost more than the encoding
+    they do (docs/OPTIMIZATION_LOG.md, E64). A room is grown by a quarter more than
+    asked, so that batches of about the same size (asmbpe encode's blocks) reuse one
+    instead of first touching a new one each time one is a little larger (E53)."""
+
+    KEEP = 2                                # free rooms kept (the largest)
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] = []
+
+    def take(self, n: int) -> np.ndarray:
+        """A room of at least n ids, for the caller alone until it gives it back."""
+        with self.lock:
+            room = self.free.pop() if self.free else None
+        if room is None or len(room) < n:
+            room = None                     # (a smaller one goes before the new one)
+            room = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
+        return room
+
+    def give_back(self, room: np.ndarray) -> None:
+        with self.lock:
+            self.free.append(room)
+            self.free.sort(key=len)
+            del self.free[:-self.KEEP]
+
+
+_ROOMS = _Rooms()
+
+
 class _Encoder:
-    """The library's encoder for one tokenizer, its lock and its output buffer."""
+    """The library's encoder for one tokenizer, and its lock."""
 
     def __init__(self, tokenizer):
         L = lib()
@@ -49,17 +84,6 @@ class _Encoder:
             raise MemoryError("asmbpe_enc_new: out of memory")
         self.handle = ffi.gc(handle, L.asmbpe_enc_free)
         self.lock = threading.Lock()
-        self.out = np.empty(0, dtype=np.uint16)     # reused: no fresh pages per call
-
-    def out_buffer(self, n: int) -> np.ndarray:
-        """At least n ids of room. Grown by a quarter more than asked, so that
-        batches of about the same size (asmbpe encode's blocks) reuse one buffer
-        instead of first touching a new one each time one is a little larger
-        (docs/OPTIMIZATION_LOG.md, E53)."""
-        if len(self.out) < n:
-            self.out = np.empty(0, dtype=np.uint16)
-            self.out = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
-        return self.out
 
 
 def _encoder(tokenizer) -> _Encoder:
@@ -113,18 +137,23 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
             room = int(group_ends[-1]) + (b - a)
             # one thread writes the ids in order from out[0]: then out is the result
             # (a new array, its unused end never touched), with no copy to gather
-            out = np.empty(room, dtype=np.uint16) if n_threads == 1 else enc.out_buffer(room)
-            got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
-                                       ffi.from_buffer("uint64_t[]", group_ends), b - a,
-                                       n_threads, flags, ffi.from_buffer("uint16_t[]", out),
-                                       ffi.from_buffer("uint64_t[]", counts[a:b]))
-            if got < 0:
-                raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
-            if n_threads == 1:
-                counts[a] &= ~_MARK                 # (the one run's mark)
-                parts.append(out[:got])
-            else:
-                parts.append(_gather_claims(out, group_ends, counts[a:b]))
+            out = np.empty(room, dtype=np.uint16) if n_threads == 1 else _ROOMS.take(room)
+            try:
+                got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
+                                           ffi.from_buffer("uint64_t[]", group_ends), b - a,
+                                           n_threads, flags,
+                                           ffi.from_buffer("uint16_t[]", out),
+                                           ffi.from_buffer("uint64_t[]", counts[a:b]))
+                if got < 0:
+                    raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
+                if n_threads == 1:
+                    counts[a] &= ~_MARK             # (the one run's mark)
+                    parts.append(out[:got])
+                else:
+                    parts.append(_gather_claims(out, group_ends, counts[a:b]))
+            finally:
+                if n_threads > 1:
+                    _ROOMS.give_back(out)
         del keep
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
 

@@ -303,6 +303,64 @@ def test_large_batches_are_encoded_in_groups(tok, kjv_docs, monkeypatch):
     assert all(x[1] == y[0] for x, y in zip(groups, groups[1:]))
 
 
+def test_rooms_are_shared_by_encoders_and_never_by_two_calls(tok, kjv_docs):
+    """Calls on two or more threads take their output room from the process's pool: a
+    new encoder (a new Tokenizer) reuses the room an earlier call gave back (no fresh
+    pages, log E64); calls running at once, from two Python threads on two encoders,
+    each have a room of their own and get the ids of a one-thread call."""
+    import threading
+
+    from harness import encoder
+
+    want, want_counts = tok.encode_many(kjv_docs, threads=1)
+    other = Tokenizer.from_bytes(tok.to_bytes())
+    tok.encode_many(kjv_docs, threads=2)
+    before = [id(r) for r in encoder._ROOMS.free]
+    assert before                                           # the call gave its room back
+    got, counts = other.encode_many(kjv_docs, threads=2)    # a new encoder
+    assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+    assert [id(r) for r in encoder._ROOMS.free] == before   # the same room, given back
+
+    results, seen = {}, set()
+    taken = encoder._ROOMS.take
+
+    def take(n):
+        room = taken(n)
+        assert id(room) not in seen                          # never two calls at once
+        seen.add(id(room))
+        return room
+
+    def give_back(room, _give=encoder._ROOMS.give_back):
+        seen.discard(id(room))
+        _give(room)
+
+    encoder._ROOMS.take, encoder._ROOMS.give_back = take, give_back
+    try:
+        errors = []
+
+        def run(k, t):
+            try:
+                for _ in range(20):
+                    results.setdefault(k, []).append(t.encode_many(kjv_docs, threads=2))
+            except BaseException as e:              # (re-raised below)
+                errors.append(e)
+
+        workers = [threading.Thread(target=run, args=(k, t))
+                   for k, t in enumerate((tok, other, Tokenizer.from_bytes(tok.to_bytes())))]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        del encoder._ROOMS.take, encoder._ROOMS.give_back
+    assert not errors, errors
+    assert sorted(results) == [0, 1, 2]
+    for runs in results.values():
+        for got, counts in runs:
+            assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+    assert len(encoder._ROOMS.free) <= encoder._Rooms.KEEP
+
+
 @pytest.mark.parametrize("merges", [
     [(98, 99), (97, 98), (257, 99)],                # "abc" (258) encodes as a|bc
     [(97, 98), (98, 99), (256, 99), (97, 257)],     # 258 and 259 both spell "abc"
