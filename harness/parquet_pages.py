@@ -1,15 +1,19 @@
 """Streaming one Parquet column chunk of plain strings page by page, decompressed as it
 is taken, so that the first documents of a row group come out before its pages are
 decompressed whole (docs/OPTIMIZATION_LOG.md, E62: english.parquet's first row group
-is one 45 MB page that pyarrow decompresses whole, 0.065-0.08 s, before its first
-batch; here the first 256 documents come out after about 6 MB).
+opens with a page of 1,024 documents, 45 MB decompressed, which pyarrow decompresses
+whole, 0.065-0.08 s, before its first batch; here the first 4 MB of documents come
+out after about 4 MB).
 
 Only the simplest layout is read here, the one pyarrow writes for a text column
 without a dictionary: BYTE_ARRAY values, PLAIN encoding, data pages v1 or v2, no
 repetition levels, no nulls, ZSTD / GZIP / no compression. `row_group_arrays` hands
 every other column chunk, and whatever part of one this reader cannot take (a
 dictionary page, a null, anything it does not expect), to pyarrow, skipping the rows
-already given: the rows that come out are always pyarrow's rows.
+already given: the rows that come out are always pyarrow's rows. Page headers are
+read as strictly as Thrift reads them, and a page must end where its header says,
+so that a damaged page is refused here where pyarrow refuses it
+(tests/test_parquet_pages.py damages files at random and compares).
 """
 from __future__ import annotations
 
@@ -83,47 +87,53 @@ def _plain_strings(p, pf, g: int, column: str, batch_rows: int):
         pos = got = 0
         while got < rows:
             header, pos = _thrift_struct(data, pos)       # IndexError past the end
-            size = header[3]
-            if pos + size > len(data):
-                raise _Unsupported("the chunk ends in a page")
-            values = _page_values(header, data[pos:pos + size], codec, optional, large)
+            kind, page_bytes, size = _required(header, _I32, 1, 2, 3)
+            if not 0 <= size <= len(data) - pos or page_bytes < 0:
+                raise _Unsupported("a page size out of its chunk")
+            values = _page_values(header, kind, page_bytes, data[pos:pos + size], codec,
+                                  optional, large)
             pos += size
-            if got + values.count > rows:
-                raise _Unsupported("more values than rows")
+            if not 0 <= values.count <= rows - got:
+                raise _Unsupported("a value count out of range")
             while values.left:
                 yield values.array(batch_rows)
+            values.finish()
             got += values.count
 
 
-def _page_values(header: dict, page: memoryview, codec, optional: bool,
-                 large: bool) -> "_Values":
+def _page_values(header: dict, kind: int, page_bytes: int, page: memoryview, codec,
+                 optional: bool, large: bool) -> "_Values":
     import pyarrow as pa
 
-    kind = header.get(1)
     if kind == _DATA_PAGE:
-        dph = header[5]
-        if dph.get(2) != _PLAIN:
+        n, encoding, def_encoding, _ = _required(_struct(header, 5), _I32, 1, 2, 3, 4)
+        if encoding != _PLAIN:
             raise _Unsupported("not PLAIN")
-        n = dph[1]
         body = (pa.CompressedInputStream(pa.py_buffer(page), codec) if codec
                 else pa.BufferReader(page))
-        values = _Values(body, n, large)
+        values = _Values(body, n, large, page_bytes)
         if optional:                    # 4-byte length, then the levels: all 1s?
-            if dph.get(3) != _RLE:
+            if def_encoding != _RLE:
                 raise _Unsupported("levels not RLE")
+            ones = _rle_ones(n)
             (size,) = struct.unpack("<I", values.take_bytes(4))
-            if values.take_bytes(size) != _rle_ones(n):
+            if size != len(ones) or values.take_bytes(size) != ones:
                 raise _Unsupported("nulls")
         return values
     if kind == _DATA_PAGE_V2:
-        dph = header[8]
-        if dph.get(4) != _PLAIN or dph.get(2, 0) != 0 or dph.get(6, 0) != 0:
+        dph = _struct(header, 8)
+        n, nulls, rows, encoding, def_bytes, rep_bytes = _required(dph, _I32, 1, 2, 3, 4,
+                                                                   5, 6)
+        if encoding != _PLAIN or nulls != 0 or rep_bytes != 0 or rows != n:
             raise _Unsupported("not PLAIN without nulls")
-        skip = dph.get(5, 0) + dph.get(6, 0)          # levels: never compressed
-        rest = page[skip:]
+        levels = _rle_ones(n) if optional else b""      # (no length before them)
+        if def_bytes != len(levels) or bytes(page[:def_bytes]) != levels:
+            raise _Unsupported("nulls")         # (levels are never compressed)
+        rest = page[def_bytes:]
+        compressed = _typed(dph, 7, _BOOL)
         body = (pa.CompressedInputStream(pa.py_buffer(rest), codec)
-                if codec and dph.get(7, True) else pa.BufferReader(rest))
-        return _Values(body, dph[1], large)
+                if codec and compressed is not False else pa.BufferReader(rest))
+        return _Values(body, n, large, page_bytes - def_bytes)
     raise _Unsupported(f"page type {kind}")
 
 
@@ -142,9 +152,12 @@ class _Values:
     """A page's PLAIN values (4-byte length, then the bytes), taken from its
     decompressing stream a piece at a time."""
 
-    def __init__(self, stream, count: int, large: bool):
+    def __init__(self, stream, count: int, large: bool, page_bytes: int):
         self.stream = stream
         self.large = large              # large_binary arrays (64-bit offsets)
+        self.page_bytes = page_bytes    # the stream's size decompressed: no value is
+                                        # longer (a damaged length reads no further)
+        self.taken = 0
         self.count = self.left = count
         self.piece = memoryview(b"")
         self.at = 0
@@ -161,8 +174,17 @@ class _Values:
             k = min(n, len(self.piece) - self.at)
             parts.append(self.piece[self.at:self.at + k])
             self.at += k
+            self.taken += k
             n -= k
         return parts
+
+    def finish(self) -> None:
+        """After the last value: the page must end there, at the size its header
+        gives, and its stream must end cleanly (read to its end, so that a
+        decompressor checks what it checks at the end of a frame)."""
+        if (self.taken != self.page_bytes or self.at != len(self.piece)
+                or len(self.stream.read(1))):
+            raise _Unsupported("the page does not end after its values")
 
     def take_bytes(self, n: int) -> bytes:
         return b"".join(self._take(n))
@@ -178,6 +200,8 @@ class _Values:
         ends[0] = 0
         for k in range(rows):
             (size,) = struct.unpack("<I", self.take_bytes(4))
+            if size > self.page_bytes - self.taken:
+                raise _Unsupported("a value longer than its page")
             parts += self._take(size)
             total += size
             ends[k + 1] = total
@@ -195,9 +219,37 @@ class _Values:
 
 
 # Thrift compact protocol: just enough to read a PageHeader (a struct of ints, structs,
-# binaries and lists), every field kept by its id.
+# binaries and lists), every field kept by its id with its type, as strict as Thrift's own reader
+# (varints of at most 5 / 10 bytes, no negative sizes): a header pyarrow refuses is
+# refused here too, and pyarrow then names it.
 
-def _varint(b, i: int):
+_BOOL, _I32, _STRUCT = 1, 5, 12         # compact types (a bool is 1 or 2)
+
+
+def _typed(d: dict, fid: int, kind: int):
+    """Field fid's value if it is there with the type Thrift's generated reader
+    expects (it skips a field of another type), else None."""
+    k, v = d.get(fid, (None, None))
+    return v if k == kind or (kind == _BOOL and k == 2) else None
+
+
+def _required(d: dict, kind: int, *fids: int) -> list:
+    """The values of required fields of one type; a struct without one of them is
+    refused (as Thrift's generated reader refuses it)."""
+    values = [_typed(d, f, kind) for f in fids]
+    if None in values:
+        raise _Unsupported("a required field missing")
+    return values
+
+
+def _struct(d: dict, fid: int) -> dict:
+    v = _typed(d, fid, _STRUCT)
+    if v is None:
+        raise _Unsupported("no page header of its type")
+    return v
+
+
+def _varint(b, i: int, bits: int = 32):
     r = s = 0
     while True:
         x = b[i]
@@ -205,7 +257,22 @@ def _varint(b, i: int):
         r |= (x & 0x7F) << s
         s += 7
         if x < 0x80:
+            if r >> bits:
+                raise _Unsupported("a varint out of range")
             return r, i
+        if s >= bits + 7:
+            raise _Unsupported("a varint too long")
+
+
+def _zigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+def _size(b, i: int):
+    n, i = _varint(b, i)
+    if n >> 31:
+        raise _Unsupported("a negative size")
+    return n, i
 
 
 def _thrift_struct(b, i: int):
@@ -219,9 +286,10 @@ def _thrift_struct(b, i: int):
         if delta:
             fid += delta
         else:
-            v, i = _varint(b, i)
-            fid = (v >> 1) ^ -(v & 1)
-        out[fid], i = _thrift_value(b, i, kind)
+            v, i = _varint(b, i, 16)
+            fid = _zigzag(v)
+        value, i = _thrift_value(b, i, kind)
+        out[fid] = (kind, value)
 
 
 def _thrift_value(b, i: int, kind: int):
@@ -229,15 +297,15 @@ def _thrift_value(b, i: int, kind: int):
         return kind == 1, i
     if kind == 3:
         return b[i], i + 1
-    if kind in (4, 5, 6):               # zigzag varints
-        v, i = _varint(b, i)
-        return (v >> 1) ^ -(v & 1), i
+    if kind in (4, 5, 6):               # zigzag varints: i16, i32, i64
+        v, i = _varint(b, i, (16, 32, 64)[kind - 4])
+        return _zigzag(v), i
     if kind == 7:
         if i + 8 > len(b):
             raise IndexError
         return struct.unpack_from("<d", b, i)[0], i + 8
     if kind == 8:
-        n, i = _varint(b, i)
+        n, i = _size(b, i)
         if i + n > len(b):
             raise IndexError
         return bytes(b[i:i + n]), i + n
@@ -246,7 +314,9 @@ def _thrift_value(b, i: int, kind: int):
         i += 1
         n, elem = h >> 4, h & 15
         if n == 15:
-            n, i = _varint(b, i)
+            n, i = _size(b, i)
+        if not 1 <= elem <= 12:
+            raise _Unsupported(f"thrift type {elem}")
         out = []
         for _ in range(n):
             if elem in (1, 2):          # bools in a list: one byte each
