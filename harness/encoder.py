@@ -10,11 +10,11 @@ into a padded buffer of its own, splits it into chunks, turns each chunk into id
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time, and leaves each block's ids where it wrote them
 (ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
-out of that room, which the process's calls reuse (`_Rooms`). One thread writes them in order from the start, so
-then the output array is new and is the result, with no copy (log E57). The encoder
-object (the tables and the threads' caches) is built once per Tokenizer and kept on
-it, so the caches stay warm from call to call; a lock keeps one call at a time per
-encoder.
+out of that room, which the process's calls reuse (`_Rooms`). One thread writes
+them in order from the start, so then the output array is new and is the result,
+with no copy (log E57). The encoder object (the tables and the threads' caches) is
+built once per Tokenizer and kept on it, so the caches stay warm from call to call;
+a lock keeps one call at a time per encoder.
 """
 from __future__ import annotations
 
@@ -46,9 +46,11 @@ class _Rooms:
     here, several threads touching fresh pages at once cost more than the encoding
     they do (docs/OPTIMIZATION_LOG.md, E64). A room is grown by a quarter more than
     asked, so that batches of about the same size (asmbpe encode's blocks) reuse one
-    instead of first touching a new one each time one is a little larger (E53)."""
+    instead of first touching a new one each time one is a little larger (E53).
+    One free room is kept (the largest given back), as long as the process lives:
+    as much as one encoder kept before, for as long as its Tokenizer lived."""
 
-    KEEP = 2                                # free rooms kept (the largest)
+    KEEP = 1                                # free rooms kept (the largest)
 
     def __init__(self):
         self.lock = threading.Lock()
