@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from .buffers import TextBatch
+from .parquet_pages import row_group_arrays   # (plain string pages as they decompress)
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
 
 try:                                    # a click-friendly error when click is there
@@ -258,15 +259,6 @@ def _parquet_file(p: Path):
     return pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
 
 
-def _row_group_stream(p: Path, pf, g: int, column: str, batch_rows: int):
-    """The column of row group g as Arrow arrays of batch_rows rows, decoded as they
-    are taken: plain string pages as they are decompressed (harness.parquet_pages),
-    anything else by pyarrow after its first pages."""
-    from .parquet_pages import row_group_arrays
-
-    return row_group_arrays(p, pf, g, column, batch_rows)
-
-
 def _unreadable(p: Path, row: int, e: Exception) -> InputError:
     return InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}")
 
@@ -291,10 +283,11 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
     """(number of the batch's first row, the column's Arrow array) per batch of rows,
     one row group at a time (the unit of streaming).
 
-    Within arrow_memory_kept, each row group is streamed (`ParquetFile.iter_batches`):
-    its first batch comes out after its first pages, and no single array of the whole
-    row group is built (read_row_group grows one by copying; measured:
-    docs/OPTIMIZATION_LOG.md, E49). Otherwise the row group is read whole
+    Within arrow_memory_kept, each row group is streamed (`parquet_pages.
+    row_group_arrays`: plain string pages as they decompress, E62, else
+    `ParquetFile.iter_batches`, its first batch after its first pages), and no single
+    array of the whole row group is built (read_row_group grows one by copying;
+    measured: docs/OPTIMIZATION_LOG.md, E49). Otherwise the row group is read whole
     (`read_row_group`) and cut into batches: that holds about one row group of Arrow
     memory (iter_batches held several times that, and its allocator kept the peak),
     given back to the OS after each row group."""
@@ -310,7 +303,7 @@ def _parquet_batches(p: Path, pf, column: str, batch_rows: int):
         start = row
         try:
             if not RELEASE_ARROW_MEMORY:
-                for array in _row_group_stream(p, pf, g, column, batch_rows):
+                for array in row_group_arrays(p, pf, g, column, batch_rows):
                     yield row, array
                     row += len(array)
                 continue
@@ -347,7 +340,7 @@ def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, r
             pf = getattr(local, "pf", None)
             if pf is None:
                 pf = local.pf = _parquet_file(p)
-            for array in _row_group_stream(p, pf, g, column, batch_rows):
+            for array in row_group_arrays(p, pf, g, column, batch_rows):
                 out.append((row, array))
                 row += len(array)
         except Exception as e:
@@ -383,16 +376,9 @@ def _parquet_text_columns(p: Path, batch_rows: int):
     else:
         raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
     for _, column in _parquet_batches(p, pf, "text", batch_rows):
-        yield column if column.type == as_bytes else _as_binary(column, as_bytes)
-
-
-def _as_binary(column, as_bytes):
-    """string -> binary: the same buffers, as a view (cast imports pyarrow.compute,
-    0.03 s before the first block); a cast where the offsets differ in width."""
-    try:
-        return column.view(as_bytes)
-    except Exception:
-        return column.cast(as_bytes)
+        # string -> binary: the same buffers, as a view (a cast imports
+        # pyarrow.compute: 0.03 s before the first block)
+        yield column if column.type == as_bytes else column.view(as_bytes)
 
 
 def _iter_parquet(p: Path, batch_rows: int):

@@ -68,16 +68,15 @@ def _plain_strings(p, pf, g: int, column: str, batch_rows: int):
         raise _Unsupported("not one leaf column")
     chunk = md.row_group(g).column(leaves[0])
     leaf = pf.schema.column(leaves[0])
-    kind = pf.schema_arrow.field(column).type
-    if not (pa.types.is_string(kind) or pa.types.is_binary(kind)
-            or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)):
+    arrow_type = pf.schema_arrow.field(column).type
+    large = pa.types.is_large_string(arrow_type) or pa.types.is_large_binary(arrow_type)
+    if not (large or pa.types.is_string(arrow_type) or pa.types.is_binary(arrow_type)):
         raise _Unsupported("not strings")
     if (leaf.physical_type != "BYTE_ARRAY" or leaf.max_repetition_level != 0
             or leaf.max_definition_level > 1 or chunk.has_dictionary_page
             or chunk.compression not in _CODECS):
         raise _Unsupported("layout")
     codec = _CODECS[chunk.compression]
-    large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
     optional = leaf.max_definition_level == 1
     rows = md.row_group(g).num_rows
     start = chunk.data_page_offset
@@ -154,7 +153,8 @@ class _Values:
 
     def __init__(self, stream, count: int, large: bool, page_bytes: int):
         self.stream = stream
-        self.large = large              # large_binary arrays (64-bit offsets)
+        self.large = large              # large_binary arrays (64-bit offsets), as
+                                        # the column's type: else binary ones
         self.page_bytes = page_bytes    # the stream's size decompressed: no value is
                                         # longer (a damaged length reads no further)
         self.taken = 0
@@ -210,18 +210,21 @@ class _Values:
                 ends = ends[:rows + 1]
                 break
         self.left -= rows
-        if total < 1 << 31 and not self.large:
-            kind, offsets = pa.binary(), ends.astype(np.int32)
-        else:
+        if self.large:
             kind, offsets = pa.large_binary(), ends
+        elif total < 1 << 31:
+            kind, offsets = pa.binary(), ends.astype(np.int32)
+        else:                           # one value of 2 GB or more: not a binary array
+            raise _Unsupported("a value too long for 32-bit offsets")
         return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(b"".join(parts))])
 
 
 # Thrift compact protocol: just enough to read a PageHeader (a struct of ints, structs,
-# binaries and lists), every field kept by its id with its type, as strict as Thrift's own reader
-# (varints of at most 5 / 10 bytes, no negative sizes): a header pyarrow refuses is
-# refused here too, and pyarrow then names it.
+# binaries and lists), every field kept by its id with its type, as strict as
+# Thrift's own reader (varints of at most 5 / 10 bytes, no negative sizes, required
+# fields of their types): a header pyarrow refuses is refused here too, and pyarrow
+# then names it.
 
 _BOOL, _I32, _STRUCT = 1, 5, 12         # compact types (a bool is 1 or 2)
 
