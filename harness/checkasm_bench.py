@@ -12,7 +12,8 @@ dav1d/FFmpeg checkasm's bench_new (STYLE.md §1, lesson 9), in asmbpe's terms:
   samples above the 90th percentile are dropped (interrupts, page faults, the other
   process on a shared core) and the rest averaged;
 - the trampoline's own cost per call, measured by benching `asmbpe_bench_empty` the
-  same way, is subtracted;
+  same way, its samples taken in turn with each case's (PAIR_BLOCK at a time, so that
+  a slow spell of the shared machine raises both), is subtracted;
 - figures are TSC ticks ("cycles" at the TSC's fixed rate, measured against the wall
   clock: `tsc_hz`), per call and per input byte, and MB/s (1e6 bytes) at that rate.
 
@@ -45,6 +46,7 @@ from .buffers import Padded
 SAMPLES = 1000              # timed samples per case (dav1d: 4096, x264: 2000)
 WARMUP = 16                 # samples run and discarded first
 KEEP_PERCENTILE = 90        # samples above this percentile are dropped
+PAIR_BLOCK = 256            # samples per turn when a case and the empty call alternate
 NONE64 = (1 << 64) - 1
 
 
@@ -469,21 +471,41 @@ def _symbol(name: str):
 
 def measure(case: Case, samples: int = SAMPLES) -> tuple[np.ndarray, int]:
     """Per-call cycles of every timed sample (warm-up dropped), and the samples taken."""
+    per_call, _, n = _measure(case, samples, paired=False)
+    return per_call, n
+
+
+def measure_paired(case: Case, samples: int = SAMPLES) -> tuple[np.ndarray, np.ndarray, int]:
+    """measure, and the trampoline's own cost per call beside it: asmbpe_bench_empty
+    at the case's calls per sample, its samples taken in turn with the case's,
+    PAIR_BLOCK at a time, so that both see the same conditions (a slow spell of the
+    VM raises both, and their difference stays). (case per call, empty per call,
+    samples)."""
+    return _measure(case, samples, paired=True)
+
+
+def _measure(case: Case, samples: int, paired: bool):
     fn = _symbol(case.func)
+    empty = _symbol("asmbpe_bench_empty") if paired else None
     per = case.per_sample
-    if case.batch:
-        got = []
-        left = samples + WARMUP
-        while left > 0:
-            k = min(case.batch, left)
-            cyc, rets = _sample(fn, case.sets, k, per, True)
+    block = case.batch or (PAIR_BLOCK if paired else samples + WARMUP)
+    got, idle = [], []
+    left, calls = samples + WARMUP, 0
+    while left > 0:
+        k = min(block, left)
+        at = calls % len(case.sets)             # call j uses sets[j % len], across
+        sets = case.sets[at:] + case.sets[:at]  # blocks (one table per call: freed once)
+        cyc, rets = _sample(fn, sets, k, per, bool(case.batch))
+        calls += k * per
+        if case.batch:
             case.cleanup(rets)
-            got.append(cyc)
-            left -= k
-        cyc = np.concatenate(got)
-    else:
-        cyc, _ = _sample(fn, case.sets, samples + WARMUP, per, False)
-    return cyc[WARMUP:].astype(np.float64) / per, samples
+        got.append(cyc)
+        if paired:
+            idle.append(_sample(empty, [[0] * 8, [0] * 8], k, per, False)[0])
+        left -= k
+    cyc = np.concatenate(got)[WARMUP:].astype(np.float64) / per
+    empty_cyc = np.concatenate(idle)[WARMUP:].astype(np.float64) / per if paired else None
+    return cyc, empty_cyc, samples
 
 
 def summarize(per_call: np.ndarray) -> tuple[float, float, int]:
@@ -528,24 +550,26 @@ def run(pattern: str = "*", samples: int = SAMPLES) -> tuple[list[Result], dict]
     results = []
     try:
         hz = tsc_hz()
-        over = {1: overhead(samples, 1)}
+        paired: dict[int, list[float]] = {}     # calls per sample -> each case's overhead
         for name in names:
             for case in BENCHES[name](env):
                 try:
-                    per_call, n = measure(case, samples)
+                    per_call, empty, n = measure_paired(case, samples)
                 finally:
                     if case.after is not None:
                         case.after()
                 mean, med, kept = summarize(per_call)
-                if case.per_sample not in over:
-                    over[case.per_sample] = overhead(samples, case.per_sample)
-                o = over[case.per_sample]
+                o = summarize(empty)[0]
+                paired.setdefault(case.per_sample, []).append(o)
                 results.append(Result(case.name, case.func, max(mean - o, 0.0),
                                       max(med - o, 0.0), case.nbytes, n, kept))
+        if 1 not in paired:                     # (the JSON's overhead_cycles)
+            paired[1] = [overhead(samples, 1)]
     finally:
         env.close()
         if old is not None:
             os.sched_setaffinity(0, old)
+    over = {k: float(np.median(v)) for k, v in paired.items()}
     info = dict(tsc_hz=hz, overhead_cycles=over[1],
                 overhead_by_calls_per_sample={str(k): round(v, 2) for k, v in sorted(over.items())},
                 samples=samples, cpu=cpu_model(), keep_percentile=KEEP_PERCENTILE)
