@@ -10,11 +10,12 @@ into a padded buffer of its own, splits it into chunks, turns each chunk into id
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time, and leaves each block's ids where it wrote them
 (ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
-out of that room, which the process's calls reuse (`_Rooms`). One thread writes
-them in order from the start, so then the output array is new and is the result,
-with no copy (log E57). The encoder object (the tables and the threads' caches) is
-built once per Tokenizer and kept on it, so the caches stay warm from call to call;
-a lock keeps one call at a time per encoder.
+out of that room, which the process's calls reuse (`_Pool`). One thread writes
+them in order from the start, so then the output array is the result, with no
+copy (log E57). Results are written to memory that earlier results used
+(`_RESULTS`, E66). The encoder object (the tables and the threads' caches) is built
+once per Tokenizer and kept on it, so the caches stay warm from call to call; a lock
+keeps one call at a time per encoder.
 """
 from __future__ import annotations
 
@@ -38,41 +39,65 @@ STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
                -4: "a thread could not be started (ASMBPE_ETHREAD)"}
 
 
-class _Rooms:
-    """The output rooms of calls on two or more threads, shared by every encoder of
-    the process. A room is in use only during one call (its ids are gathered out of
-    it before the call returns), so a new encoder (a new Tokenizer, or the bench's new
-    encoder per run) takes the room an earlier call used instead of fresh memory:
-    here, several threads touching fresh pages at once cost more than the encoding
-    they do (docs/OPTIMIZATION_LOG.md, E64). A room is grown by a quarter more than
-    asked, so that batches of about the same size (asmbpe encode's blocks) reuse one
-    instead of first touching a new one each time one is a little larger (E53).
-    One free room is kept (the largest given back), as long as the process lives:
-    as much as one encoder kept before, for as long as its Tokenizer lived."""
+class _Pool:
+    """Memory for ids that the process's calls use again instead of fresh pages. Here,
+    memory a process touches for the first time costs more than the encoding that
+    writes it (the kernel clears each new page; several threads touching new pages at
+    once cost most of all: docs/OPTIMIZATION_LOG.md, E64, E66). Two pools:
 
-    KEEP = 1                                # free rooms kept (the largest)
+    - `_ROOMS`, the output rooms of calls on two or more threads, shared by every
+      encoder of the process (a new Tokenizer, or the bench's new encoder per run,
+      takes the room an earlier call used). A room is in use during one call only:
+      its ids are gathered out of it before the call returns (`give_back`).
+    - `_RESULTS`, the arrays `encode_many` returns: `lend` hands out a view of a
+      block that comes back here once that array and every view of it are gone, so
+      the next result (the next block of `asmbpe encode`, the next batch) is written
+      to pages already touched.
+
+    A block is grown by a quarter more than asked, so that batches of about the same
+    size reuse one instead of first touching a new one each time one is a little
+    larger (E53). One free block is kept per pool (the largest given back), as long
+    as the process lives."""
+
+    KEEP = 1                                # free blocks kept (the largest)
 
     def __init__(self):
         self.lock = threading.Lock()
         self.free: list[np.ndarray] = []
 
     def take(self, n: int) -> np.ndarray:
-        """A room of at least n ids, for the caller alone until it gives it back."""
+        """A block of at least n ids, for the caller alone until it is given back."""
         with self.lock:
-            room = self.free.pop() if self.free else None
-        if room is None or len(room) < n:
-            room = None                     # (a smaller one goes before the new one)
-            room = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
-        return room
+            block = self.free.pop() if self.free else None
+        if block is None or len(block) < n:
+            block = None                    # (a smaller one goes before the new one)
+            block = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
+        return block
 
-    def give_back(self, room: np.ndarray) -> None:
-        with self.lock:
-            self.free.append(room)
+    def give_back(self, block: np.ndarray, wait: bool = True) -> None:
+        """block is free again. wait=False (a result's finalizer, which may run from
+        a garbage collection inside this pool's own lock): drop the block instead
+        of waiting for the lock."""
+        if not self.lock.acquire(blocking=wait):
+            return
+        try:
+            self.free.append(block)
             self.free.sort(key=len)
             del self.free[:-self.KEEP]
+        finally:
+            self.lock.release()
+
+    def lend(self, block: np.ndarray, n: int) -> np.ndarray:
+        """block[:n] as an array of its own whose memory comes back to this pool
+        when it and every view of it are gone (a cffi finalizer on the pointer the
+        array's buffer keeps alive; block itself stays alive through it)."""
+        keeper = ffi.gc(ffi.cast("uint16_t *", block.ctypes.data),
+                        lambda _p, b=block: self.give_back(b, wait=False))
+        return np.frombuffer(ffi.buffer(keeper, 2 * n), dtype=np.uint16)
 
 
-_ROOMS = _Rooms()
+_ROOMS = _Pool()
+_RESULTS = _Pool()
 
 
 class _Encoder:
@@ -138,8 +163,8 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
             group_ends = ends[a:b] - np.uint64(base)
             room = int(group_ends[-1]) + (b - a)
             # one thread writes the ids in order from out[0]: then out is the result
-            # (a new array, its unused end never touched), with no copy to gather
-            out = np.empty(room, dtype=np.uint16) if n_threads == 1 else _ROOMS.take(room)
+            # (its unused end never touched), with no copy to gather
+            out = (_RESULTS if n_threads == 1 else _ROOMS).take(room)
             try:
                 got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
                                            ffi.from_buffer("uint64_t[]", group_ends), b - a,
@@ -150,12 +175,13 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
                     raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
                 if n_threads == 1:
                     counts[a] &= ~_MARK             # (the one run's mark)
-                    parts.append(out[:got])
+                    parts.append(_RESULTS.lend(out, got))
+                    out = None
                 else:
                     parts.append(_gather_claims(out, group_ends, counts[a:b]))
             finally:
-                if n_threads > 1:
-                    _ROOMS.give_back(out)
+                if out is not None:                 # (a room, or a failed call's block)
+                    (_RESULTS if n_threads == 1 else _ROOMS).give_back(out)
         del keep
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
 
@@ -167,18 +193,20 @@ def _gather_claims(out: np.ndarray, ends: np.ndarray, counts: np.ndarray) -> np.
     """The ids of an ASMBPE_ENC_CLAIMS call in document order, copied out of `out`:
     each run of documents a thread claimed starts at out[start(d) + d] (d its first
     document, marked by bit 63 of counts[d], cleared here) and holds its documents'
-    ids one after another. The one copy of the ids out of the reused buffer."""
+    ids one after another. The one copy of the ids out of the reused buffer, into a
+    block of `_RESULTS`."""
     firsts = np.flatnonzero(counts & _MARK)
     counts &= ~_MARK
     csum = np.concatenate(([0], np.cumsum(counts, dtype=np.uint64))).astype(np.int64)
     starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
     bounds = np.append(firsts, len(counts))
-    result = np.empty(int(csum[-1]), dtype=np.uint16)
+    total = int(csum[-1])
+    block = _RESULTS.take(total)
     for d0, d1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         src = int(starts[d0]) + d0
         n = int(csum[d1] - csum[d0])
-        result[int(csum[d0]):int(csum[d0]) + n] = out[src:src + n]
-    return result
+        block[int(csum[d0]):int(csum[d0]) + n] = out[src:src + n]
+    return _RESULTS.lend(block, total)
 
 
 def _groups(ends: np.ndarray):

@@ -358,7 +358,43 @@ def test_rooms_are_shared_by_encoders_and_never_by_two_calls(tok, kjv_docs):
     for runs in results.values():
         for got, counts in runs:
             assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
-    assert len(encoder._ROOMS.free) <= encoder._Rooms.KEEP
+    assert len(encoder._ROOMS.free) <= encoder._Pool.KEEP
+
+
+def test_results_reuse_memory_only_when_every_view_is_gone(tok, kjv_docs):
+    """encode_many's results are lent out of the process's pool of result blocks
+    (`encoder._RESULTS`, log E66): a block comes back once the result and every view
+    of it are gone, and the next call writes its ids there; while any view lives,
+    the next calls get other memory and the old ids stay as they were."""
+    import gc
+
+    from harness import encoder
+
+    def address(a):
+        return a.__array_interface__["data"][0]
+
+    want, _ = tok.encode_many(kjv_docs, threads=1)
+    want = want.copy()
+    for threads in (1, 2):
+        got, _ = tok.encode_many(kjv_docs, threads=threads)
+        first = address(got)
+        view = got[5:50]                                    # keeps the block lent
+        kept = view.copy()
+        del got
+        gc.collect()
+        again, _ = tok.encode_many(kjv_docs[::-1], threads=threads)
+        second = address(again)
+        assert second != first
+        assert np.array_equal(view, kept)                   # not overwritten
+        del view, again
+        gc.collect()
+        assert len(encoder._RESULTS.free) == encoder._Pool.KEEP
+        third, _ = tok.encode_many(kjv_docs, threads=threads)
+        assert address(third) in (first, second)            # a block given back
+        assert np.array_equal(third, want) and third.flags.writeable
+        at = address(third)
+        del third
+        assert [address(b) for b in encoder._RESULTS.free] == [at]
 
 
 @pytest.mark.parametrize("merges", [
