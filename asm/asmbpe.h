@@ -158,13 +158,16 @@ void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
  * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
  * bypasses the chunk caches; ASMBPE_ENC_PROFILE keeps the cycle counters of
  * asmbpe_enc_stats; ASMBPE_ENC_CLAIMS skips the final move into order (for a
- * caller that copies the ids out anyway): the threads claim runs of documents,
- * and a run starting at document d leaves its documents' ids one after another
- * from out[doc_ends[d-1] + d] (0 + 0 for d = 0), with bit 63 set in counts[d]
- * (the caller clears it).  With one thread, its runs follow one another as
- * one run from out[0]: every id is in order and only counts[0] is marked.
- * Returns the ids written or a negative status (then
- * out and counts hold nothing meaningful).  One call at a time per encoder. */
+ * caller that copies the ids out anyway): the threads claim runs of documents.
+ * Thread 0 takes its runs from the front: documents 0..f-1, their ids one after
+ * another, in order, from front[0] (front NULL: from out[0]), none marked.  The
+ * other threads take theirs from the back: a run starting at document d >= f
+ * leaves its documents' ids one after another from out[doc_ends[d-1] + d],
+ * with bit 63 set in counts[d] (the caller clears it).  So with one thread
+ * every id is in order from front[0], and nothing is marked.  front must hold
+ * as many ids as out; it is not read without ASMBPE_ENC_CLAIMS.
+ * Returns the ids written or a negative status (then out, front and counts
+ * hold nothing meaningful).  One call at a time per encoder. */
 enum {
     ASMBPE_ENC_BOS = 1,
     ASMBPE_ENC_NOCACHE = 2,
@@ -174,17 +177,17 @@ enum {
 int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
                       const uint64_t *doc_ends, uint64_t n_docs,
                       uint64_t threads, uint64_t flags,
-                      uint16_t *out, uint64_t *counts);
+                      uint16_t *out, uint64_t *counts, uint16_t *front);
 
 /* encode.asm: asmbpe_encode on documents that lie anywhere: document i is
  * docs[i][0, doc_ends[i] - doc_ends[i-1]) (doc_ends still cumulative), read
  * exactly, no padding needed.  Each thread copies the document it encodes into
  * a padded buffer of its own (kept with the encoder), so the caller never packs
- * the documents into one text.  Same out, counts, flags and result. */
+ * the documents into one text.  Same out, counts, flags, front and result. */
 int64_t asmbpe_encode_docs(asmbpe_enc *e, const uint8_t *const *docs,
                            const uint64_t *doc_ends, uint64_t n_docs,
                            uint64_t threads, uint64_t flags,
-                           uint16_t *out, uint64_t *counts);
+                           uint16_t *out, uint64_t *counts, uint16_t *front);
 
 /* threads.asm: peak bytes the library has had mapped; reset != 0 restarts the
  * peak from what is mapped now. */
@@ -204,7 +207,7 @@ enum {
     ASMBPE_CHK_STACK      = 256,
 };
 
-/* Call fn(args[0..7]) (6 and 7 on the stack) with rbx, rbp, r12-r15 =
+/* Call fn(args[0..9]) (6 to 9 on the stack) with rbx, rbp, r12-r15 =
  * fill[0..5] and stack canaries above the stack arguments; *ret = fn's rax;
  * returns ASMBPE_CHK_* bits. */
 uint32_t asmbpe_checked_call(const void *fn, const uint64_t *args,

@@ -18,11 +18,13 @@
 ;                       linked list of the chunk's tokens, O(n log n) — a
 ;                       1 MB run with no boundary stays fast
 ;
-; Threads claim blocks of DOC_BLOCK documents (smaller ones at the end).  A
-; claim's documents are written one after another from out[start(d0) + d0],
-; d0 its first document (the claim's own room: its bytes plus a <|bos|> per
-; document, so the threads never share a range, and only the pages of the ids
-; written are touched), then moved down into document order.
+; Threads claim blocks of DOC_BLOCK documents (smaller ones at the end).
+; Thread 0 takes them from the front and writes their ids one after another
+; from out[0] (or `front`); the others take them from the back, and write a
+; claim's documents one after another from out[start(d0) + d0], d0 its first
+; document (the claim's own room: its bytes plus a <|bos|> per document, so
+; the threads never share a range, and only the pages of the ids written are
+; touched), then moved down into document order.
 ; Layout and constants: encode.inc.
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
@@ -675,19 +677,22 @@ ENDFUNC
 ; int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
 ;                       const uint64_t *doc_ends, uint64_t n_docs,
 ;                       uint64_t threads, uint64_t flags,
-;                       uint16_t *out, uint64_t *counts)
+;                       uint16_t *out, uint64_t *counts, uint16_t *front)
 ;
 ; Encodes documents text[doc_ends[i-1], doc_ends[i]) (the first from 0) on
 ; `threads` threads.  flags: ASMBPE_ENC_BOS puts <|bos|> (id 256 + n_merges)
 ; before each document; ASMBPE_ENC_NOCACHE bypasses the chunk cache.  out
 ; must hold doc_ends[n_docs - 1] + n_docs ids; on return it holds every
-; document's ids in order, counts[i] of them for document i.  Returns the
-; ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
+; document's ids in order, counts[i] of them for document i.  With
+; ASMBPE_ENC_CLAIMS (see asmbpe.h) the ids stay where the threads wrote
+; them, thread 0's from front (NULL: out); front is not read without it.
+; Returns the ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
 ; Not for two calls at once on one encoder (the threads' caches are shared).
 ;-----------------------------------------------------------------------------
 %define EN_OUT      (6 * 8 + 8)                 ; stack arguments after pushes
 %define EN_COUNTS   (6 * 8 + 16)
-%define EN_FRAME    88                          ; job; calls aligned
+%define EN_FRONT    (6 * 8 + 24)
+%define EN_FRAME    104                         ; job; calls aligned
 
 FUNC asmbpe_encode, 6, 6, 0, e, text, ends, ndocs, threads, flags
     and         flagsq, EF_PUBLIC
@@ -716,7 +721,16 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         [rsp + J_OUT], rax
     mov         rax, [rsp + EN_FRAME + EN_COUNTS]
     mov         [rsp + J_COUNTS], rax
+    mov         rax, [rsp + J_OUT]              ; thread 0's ids: from front
+    test        qword [rsp + J_FLAGS], EF_CLAIMS ; when given (EF_CLAIMS),
+    jz          .front_is_out                   ; else from out[0]
+    mov         rcx, [rsp + EN_FRAME + EN_FRONT]
+    test        rcx, rcx
+    cmovnz      rax, rcx
+.front_is_out:
+    mov         [rsp + J_FRONT], rax
     mov         qword [rsp + J_NEXT], 0
+    mov         qword [rsp + J_BACK], 0
     mov         qword [rsp + J_STATUS], 0
     mov         [rsp + J_NTH], threadsq
     mov         r15, threadsq
@@ -782,6 +796,7 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         r10, [rsp + J_COUNTS]
     xor         edx, edx                        ; d
     xor         r11d, r11d                      ; start(d)
+    mov         rsi, r8                         ; thread 0's: in place
 .move:
     cmp         rdx, [rsp + J_NDOCS]
     jae         .moved
@@ -843,7 +858,8 @@ ENDFUNC
 ; int64_t asmbpe_encode_docs(asmbpe_enc *e, const uint8_t *const *docs,
 ;                            const uint64_t *doc_ends, uint64_t n_docs,
 ;                            uint64_t threads, uint64_t flags,
-;                            uint16_t *out, uint64_t *counts)
+;                            uint16_t *out, uint64_t *counts,
+;                            uint16_t *front)
 ;
 ; asmbpe_encode on documents that lie anywhere: document i is docs[i][0,
 ; doc_ends[i] - doc_ends[i-1]), read exactly (no padding needed).  Each
@@ -883,8 +899,11 @@ ENDFUNC
 %define W_T0        (W_DOC + 72)                ; rdtsc at the start
 %define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
 %define W_T2        (W_DOC + 88)                ; rdtsc before a miss
-%define W_FIRST     (W_DOC + 96)                ; 1: the claim's first document
-                                                ; (W_DOC + 104: free)
+%define W_FIRST     (W_DOC + 96)                ; the claim's first document:
+                                                ; 1 (a room), 2 (thread 0's
+                                                ; first: J_FRONT); else 0
+%define W_FRONT     (W_DOC + 104)               ; thread 0: documents taken
+                                                ; (from the front); others -1
 %define W_SAFE      (W_DOC + 112)               ; a 16-byte store of ids at or
                                                 ; below this stays in the room
 %define W_SEED      (W_DOC + 120)               ; the whole-token table
@@ -933,6 +952,9 @@ enc_worker:
     mov         rdx, [r12 + J_ENC]
     mov         rdx, [rdx + E_SEED]
     mov         [rsp + W_SEED], rdx
+    neg         rsi                             ; tid 0 -> 0, others -> < 0
+    sar         rsi, 63
+    mov         [rsp + W_FRONT], rsi
 .claim:                                         ; k = (left / threads) / 4,
     mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
     sub         rax, [r12 + J_NEXT]             ; only a size hint)
@@ -947,21 +969,34 @@ enc_worker:
     cmp         rax, rcx
     cmovb       rax, rcx
     mov         rcx, rax
-    lock xadd   [r12 + J_NEXT], rax             ; the first document claimed
-    cmp         rax, [r12 + J_NDOCS]
-    jae         .done
-    mov         [rsp + W_DOC], rax
-    mov         qword [rsp + W_FIRST], 1        ; its ids from its room, and its
-    cmp         qword [r12 + J_NTH], 1          ; first count marked; but one
-    jne         .claimed                        ; thread's claims follow one
-    test        rax, rax                        ; another from out[0], as one
-    jz          .claimed                        ; (no move, no copy to gather)
-    mov         qword [rsp + W_FIRST], 0
-.claimed:
-    add         rax, rcx
-    cmp         rax, [r12 + J_NDOCS]
-    cmova       rax, [r12 + J_NDOCS]
-    mov         [rsp + W_DOCEND], rax
+    lock xadd   [r12 + J_NEXT], rax             ; documents claimed before
+    mov         rdx, [r12 + J_NDOCS]
+    sub         rdx, rax                        ; left
+    jbe         .done
+    cmp         rcx, rdx
+    cmova       rcx, rdx                        ; this claim: rcx documents
+    mov         rax, [rsp + W_FRONT]
+    test        rax, rax
+    js          .back
+    lea         rdx, [rax + rcx]                ; thread 0: [f, f + rcx), its
+    mov         [rsp + W_FRONT], rdx            ; ids after its last ones (the
+    mov         [rsp + W_DOC], rax              ; first from J_FRONT), unmarked
+    mov         [rsp + W_DOCEND], rdx
+    neg         rax                             ; W_FIRST = f ? 0 : 2
+    sbb         rax, rax
+    add         rax, 1
+    add         rax, rax
+    mov         [rsp + W_FIRST], rax
+    jmp         .doc
+.back:                                          ; the others: [e - rcx, e),
+    mov         rax, rcx                        ; e = n - (documents taken
+    lock xadd   [r12 + J_BACK], rax             ; from the back before), in
+    mov         rdx, [r12 + J_NDOCS]            ; the claim's room, its first
+    sub         rdx, rax                        ; count marked
+    mov         [rsp + W_DOCEND], rdx
+    sub         rdx, rcx
+    mov         [rsp + W_DOC], rdx
+    mov         qword [rsp + W_FIRST], 1
 .doc:
     mov         rdx, [rsp + W_DOC]
     cmp         rdx, [rsp + W_DOCEND]
@@ -983,11 +1018,15 @@ enc_worker:
     jnz         .doc_copy
     add         r13, rax                        ; the document's text
 .have_text:
-    cmp         qword [rsp + W_FIRST], 0
-    je          .same_claim                     ; w: after the last document's
-    add         rax, rdx                        ; ids, or the claim's room
+    cmp         qword [rsp + W_FIRST], 1
+    jb          .same_claim                     ; w: after the last document's
+    ja          .front_start                    ; ids, the claim's room, or
+    add         rax, rdx                        ; J_FRONT
     mov         r15, [r12 + J_OUT]
     lea         r15, [r15 + rax * 2]
+    jmp         .same_claim
+.front_start:
+    mov         r15, [r12 + J_FRONT]
 .same_claim:
     mov         [rsp + W_O], r15
     mov         rax, [rsp + W_LEN]              ; room: len + 1 ids from w
@@ -1211,10 +1250,11 @@ enc_worker:
     mov         rax, r15
     sub         rax, [rsp + W_O]
     shr         rax, 1
-    cmp         qword [rsp + W_FIRST], 0        ; a claim's first document:
-    je          .count                          ; bit 63 of its count, for the
-    bts         rax, 63                         ; move (which clears it)
+    mov         rcx, [rsp + W_FIRST]
     mov         qword [rsp + W_FIRST], 0
+    cmp         rcx, 1                          ; a room's first document:
+    jne         .count                          ; bit 63 of its count, for the
+    bts         rax, 63                         ; move (which clears it)
 .count:
     mov         rcx, [r12 + J_COUNTS]
     mov         rdx, [rsp + W_D]

@@ -62,7 +62,7 @@ class Ctx:
         self.L = lib()
         self.T = checkasm_lib()
         self.check_ymm = 1 if self.L.asmbpe_cpu_flags() & 16 else 0
-        self._args = ffi.new("uint64_t[8]")
+        self._args = ffi.new("uint64_t[10]")
         self._fill = ffi.new("uint64_t[6]")
         self._ret = ffi.new("uint64_t *")
         self.case = ""
@@ -85,9 +85,9 @@ class Ctx:
     def call(self, name: str, *args) -> int:
         """fn(*args) through the checked-call trampoline; returns rax (uint64)."""
         fn = ffi.cast("void *", ffi.addressof(self.L, name))
-        if len(args) > 8:
-            raise ValueError("the trampoline passes at most 8 arguments")
-        for i in range(8):
+        if len(args) > 10:
+            raise ValueError("the trampoline passes at most 10 arguments")
+        for i in range(10):
             a = args[i] if i < len(args) else self.rng.getrandbits(64)
             if isinstance(a, ffi.CData):
                 a = int(ffi.cast("uintptr_t", a))
@@ -530,27 +530,40 @@ def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: 
     cap = int(ends[-1]) + len(docs)
     out_full = np.full(cap + 64, 0x9999, dtype=np.uint16)
     c_full, counts = out_array(len(docs))
+    # with ASMBPE_ENC_CLAIMS, thread 0's ids go to `front` (a buffer of its own,
+    # with margins) or, front NULL, to out; without, the argument is garbage that
+    # must not be read
+    claims = bool(flags & int(ctx.L.ASMBPE_ENC_CLAIMS))
+    front_full = out_full
+    front = ctx.rng.getrandbits(64)
+    if claims:
+        front = 0
+        if ctx.rng.random() < 0.75:
+            front_full = np.full(cap + 64, 0x9999, dtype=np.uint16)
+            front = ffi.from_buffer("uint16_t[]", front_full[32:])
     ctx.on(case)
     if by_ptr:
         starts = [0] + ends[:-1].tolist()
         table = ffi.new("uint8_t *[]", [ptr + s for s in starts])
         got = ctx.call("asmbpe_encode_docs", enc, table, ffi.from_buffer("uint64_t[]", ends),
                        len(docs), threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
-                       ffi.from_buffer("uint64_t[]", counts))
+                       ffi.from_buffer("uint64_t[]", counts), front)
     else:
         got = ctx.call("asmbpe_encode", enc, ptr, ffi.from_buffer("uint64_t[]", ends), len(docs),
                        threads, flags, ffi.from_buffer("uint16_t[]", out_full[32:]),
-                       ffi.from_buffer("uint64_t[]", counts))
+                       ffi.from_buffer("uint64_t[]", counts), front)
     got = got - (1 << 64) if got >> 63 else got
     if got < 0:
         ctx.fail(f"asmbpe_encode: {case}: status {got}")
         return None
-    if np.any(out_full[:32] != 0x9999) or np.any(out_full[32 + cap:] != 0x9999) \
+    if any(np.any(f[:32] != 0x9999) or np.any(f[32 + cap:] != 0x9999)
+           for f in (out_full, front_full)) \
             or not margins_intact(c_full, len(docs)) or not margins_intact(ends_full, len(docs)):
-        ctx.fail(f"asmbpe_encode: {case}: wrote outside out/counts (or changed doc_ends)")
-    if flags & int(ctx.L.ASMBPE_ENC_CLAIMS):      # runs left where written: gather
+        ctx.fail(f"asmbpe_encode: {case}: wrote outside out/front/counts (or changed doc_ends)")
+    if claims:                                  # runs left where written: gather
         from .encoder import _gather_claims     # them (clears the marks)
-        ids = _gather_claims(out_full[32:32 + cap], ends, counts)
+        _gather_claims(out_full[32:32 + cap], ends, counts, front_full[32:32 + cap])
+        ids = front_full[32:32 + got]
     else:
         ids = out_full[32:32 + got]
     if int(counts.sum()) != got:
@@ -605,7 +618,8 @@ def check_encode(ctx: Ctx) -> None:
                 continue                        # half the 1 MB runs per table
             if big:
                 data = data[:MB // 8] if t_name != "runs" else data   # the twin is slow
-            cuts = sorted(ctx.rng.randrange(len(data) + 1) for _ in range(ctx.rng.randrange(3)))
+            n_cuts = ctx.rng.randrange(3) if i % 2 else ctx.rng.randrange(40)  # (the threads'
+            cuts = sorted(ctx.rng.randrange(len(data) + 1) for _ in range(n_cuts))  # claims)
             docs = [data[s:t] for s, t in zip([0] + cuts, cuts + [len(data)])]
             want_counts, want = [], []
             for d in docs:

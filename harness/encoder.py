@@ -162,26 +162,29 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
             base = int(ends[a - 1]) if a else 0
             group_ends = ends[a:b] - np.uint64(base)
             room = int(group_ends[-1]) + (b - a)
-            # one thread writes the ids in order from out[0]: then out is the result
-            # (its unused end never touched), with no copy to gather
-            out = (_RESULTS if n_threads == 1 else _ROOMS).take(room)
+            # thread 0 writes the ids of the documents it takes from the front in
+            # order into the result (its unused end never touched); the others'
+            # go to a room, out of which they are gathered after thread 0's
+            result = _RESULTS.take(room)
+            out = _ROOMS.take(room) if n_threads > 1 else result
             try:
                 got = L.asmbpe_encode_docs(enc.handle, ptrs + a,
                                            ffi.from_buffer("uint64_t[]", group_ends), b - a,
                                            n_threads, flags,
                                            ffi.from_buffer("uint16_t[]", out),
-                                           ffi.from_buffer("uint64_t[]", counts[a:b]))
+                                           ffi.from_buffer("uint64_t[]", counts[a:b]),
+                                           ffi.from_buffer("uint16_t[]", result))
                 if got < 0:
                     raise MemoryError(f"asmbpe_encode failed: {STATUS_TEXT.get(got, got)}")
-                if n_threads == 1:
-                    counts[a] &= ~_MARK             # (the one run's mark)
-                    parts.append(_RESULTS.lend(out, got))
-                    out = None
-                else:
-                    parts.append(_gather_claims(out, group_ends, counts[a:b]))
+                if n_threads > 1:
+                    _gather_claims(out, group_ends, counts[a:b], result)
+                parts.append(_RESULTS.lend(result, got))
+                result = None
             finally:
-                if out is not None:                 # (a room, or a failed call's block)
-                    (_RESULTS if n_threads == 1 else _ROOMS).give_back(out)
+                if n_threads > 1:
+                    _ROOMS.give_back(out)
+                if result is not None:              # (a failed call's)
+                    _RESULTS.give_back(result)
         del keep
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)), counts
 
@@ -189,24 +192,25 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
 _MARK = np.uint64(1 << 63)
 
 
-def _gather_claims(out: np.ndarray, ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The ids of an ASMBPE_ENC_CLAIMS call in document order, copied out of `out`:
-    each run of documents a thread claimed starts at out[start(d) + d] (d its first
-    document, marked by bit 63 of counts[d], cleared here) and holds its documents'
-    ids one after another. The one copy of the ids out of the reused buffer, into a
-    block of `_RESULTS`."""
+def _gather_claims(out: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+                   result: np.ndarray) -> None:
+    """The ids of an ASMBPE_ENC_CLAIMS call into document order in `result`, where
+    thread 0 wrote the ids of the documents it took from the front (those before
+    the first marked one). Each run of documents another thread claimed starts at
+    out[start(d) + d] (d its first document, marked by bit 63 of counts[d], cleared
+    here) and holds its documents' ids one after another: copied to follow the ids
+    of the documents before d."""
     firsts = np.flatnonzero(counts & _MARK)
+    if not len(firsts):
+        return
     counts &= ~_MARK
     csum = np.concatenate(([0], np.cumsum(counts, dtype=np.uint64))).astype(np.int64)
     starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
     bounds = np.append(firsts, len(counts))
-    total = int(csum[-1])
-    block = _RESULTS.take(total)
     for d0, d1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         src = int(starts[d0]) + d0
         n = int(csum[d1] - csum[d0])
-        block[int(csum[d0]):int(csum[d0]) + n] = out[src:src + n]
-    return _RESULTS.lend(block, total)
+        result[int(csum[d0]):int(csum[d0]) + n] = out[src:src + n]
 
 
 def _groups(ends: np.ndarray):

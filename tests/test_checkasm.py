@@ -17,7 +17,7 @@ BROKEN = {1: "rbx", 2: "rbp", 3: "r12", 4: "r13", 5: "r14", 6: "r15",
 def _checked(what: int) -> tuple[int, int]:
     T = checkasm_lib()
     fn = ffi.cast("void *", ffi.addressof(T, "asmbpe_test_misbehave"))
-    args = ffi.new("uint64_t[8]", [what] + [0xDEADBEEF00000000] * 7)
+    args = ffi.new("uint64_t[10]", [what] + [0xDEADBEEF00000000] * 9)
     fill = ffi.new("uint64_t[6]", [0x1111111111111111 * (i + 1) for i in range(6)])
     ret = ffi.new("uint64_t *")
     bad = T.asmbpe_checked_call(fn, args, fill, ret, 1 if lib().asmbpe_cpu_flags() & 16 else 0)

@@ -18,7 +18,7 @@
 %define CHK_VZEROUPPER  (1 << 7)
 %define CHK_STACK       (1 << 8)
 
-%define NSTACKARGS      2                       ; args[6], args[7]
+%define NSTACKARGS      4                       ; args[6] .. args[9]
 %define NCANARY         8                       ; 64 bytes of canaries
 %define CANARY0         (NSTACKARGS * 8)        ; canaries above the stack args
 %define LOC_FILL        (CANARY0 + NCANARY * 8)
@@ -29,11 +29,11 @@
 section .text
 
 ;-----------------------------------------------------------------------------
-; uint32_t asmbpe_checked_call(const void *fn, const uint64_t args[8],
+; uint32_t asmbpe_checked_call(const void *fn, const uint64_t args[10],
 ;                              const uint64_t fill[6], uint64_t *ret,
 ;                              int check_ymm)
 ;
-; Calls fn(args[0], ..., args[7]) (args 6 and 7 on the stack, as System V
+; Calls fn(args[0], ..., args[9]) (args 6 to 9 on the stack, as System V
 ; passes them) with rbx, rbp, r12, r13, r14, r15 holding fill[0..5] and
 ; NCANARY canary qwords right above the stack arguments, stores
 ; fn's rax in *ret and returns a CHK_* mask: a callee-saved register not
@@ -53,10 +53,12 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     mov         [rsp + CANARY0 + i * 8], rax
     %assign i i + 1
 %endrep
-    mov         rax, [argsq + 48]               ; stack arguments
-    mov         [rsp], rax
-    mov         rax, [argsq + 56]
-    mov         [rsp + 8], rax
+%assign i 0
+%rep NSTACKARGS                                 ; stack arguments
+    mov         rax, [argsq + 48 + i * 8]
+    mov         [rsp + i * 8], rax
+    %assign i i + 1
+%endrep
     vzeroupper                                  ; start from a clean state
     mov         r10, fnq
     mov         r11, argsq
