@@ -43,7 +43,8 @@ size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos);
 
 /* pretok.asm: split text[pos, len) into chunks, writing up to cap chunk end
  * offsets to out; returns how many were written.  Fewer than cap: the text is
- * done.  Exactly cap: continue with pos = out[cap - 1]. */
+ * done.  Exactly cap: continue with pos = out[cap - 1].  out[n..cap) may be
+ * overwritten (scratch). */
 int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
                              uint64_t *out, size_t cap);
 

@@ -97,7 +97,8 @@ ENDFUNC
 ; stack, of which the first ones that fit are kept); otherwise (text end,
 ; non-ASCII, a run longer than the window) PRETOK_CHUNK takes one.  After a
 ; window that gave nothing, the next 64 bytes go chunk by chunk.
-; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..n) only.  Reads up to
+; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..cap) only (a window
+; writes its ends 8 at a time: out[n..cap) is scratch).  Reads up to
 ; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
 ; saves rbx, rbp, r12-r15; uses the red zone.
 ;-----------------------------------------------------------------------------
