@@ -1537,6 +1537,21 @@ short_path:
 ; once: its lookups do not wait for this merge's.  Otherwise the next step
 ; takes the lowest rank over all lanes again.  (A simulation on the misses of
 ; E100: 59 % of the merges need a full search.)
+; BP_LANES xmm, first, count: lanes 0 .. count-1 of xmm = the byte-pair
+; ranks of pairs first .. first+count-1 of the chunk at rsi (rbp = E_BP),
+; inserted from the table (no store, so no wide reload of narrow stores;
+; no loop, so no mispredicted exit).  Reads rsi[first .. first+count+2].
+; Clobbers eax.
+%macro BP_LANES 3
+%assign j 0
+%rep %3
+    movbe       eax, [rsi + %2 + j]             ; byte j << 8 | byte j + 1
+    shr         eax, 16
+    vpinsrw     %1, %1, [rbp + rax * 2], j
+%assign j j + 1
+%endrep
+%endmacro
+
 %macro STEPS 1
   %if %1 == 16
     %define V(r) ymm %+ r
@@ -1612,32 +1627,26 @@ short16:
     lea         r13, [rbx + TS_RANK]
     vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
     vmovdqu     [r13 + S16_IDS], ymm0           ; chunk: their lanes die)
-    vpcmpeqw    ymm1, ymm1, ymm1
-    vmovdqu     [r13 + S16_RANKS], ymm1
     mov         r14d, edx                       ; n
-    xor         edx, edx
-.init:                                          ; rank of (byte j, byte j+1):
-    movzx       ecx, byte [rsi + rdx]           ; the byte-pair table
-    shl         ecx, 8
-    movzx       eax, byte [rsi + rdx + 1]
-    or          ecx, eax
-    movzx       eax, word [rbp + rcx * 2]
-    mov         [r13 + S16_RANKS + rdx * 2], ax
-    inc         edx
-    lea         eax, [edx + 1]
-    cmp         eax, r14d
-    jb          .init
-    vmovdqu     ymm4, [r13 + S16_RANKS]
     vmovdqu     ymm5, [lane_w]
     vmovdqu     ymm8, [bit_w]
     vpcmpeqd    ymm9, ymm9, ymm9
     mov         r15d, 1
     shlx        r15d, r15d, r14d
     dec         r15d                            ; live positions 0 .. n-1
+    lea         eax, [r14 - 2]                  ; lanes from n - 1 on: no
+    vmovd       xmm1, eax                       ; pair (all ones)
+    vpbroadcastw ymm1, xmm1
+    vpcmpgtw    ymm1, ymm5, ymm1
+    BP_LANES    xmm4, 0, 8                      ; ranks of pairs 0 .. 7
     cmp         r14d, 9
-    ja          .steps16
+    ja          .init16
+    vpor        xmm4, xmm4, xmm1
     STEPS       8
-.steps16:
+.init16:
+    BP_LANES    xmm6, 8, 7                      ; pairs 8 .. 14
+    vinserti128 ymm4, ymm4, xmm6, 1
+    vpor        ymm4, ymm4, ymm1
     STEPS       16
 .out:                                           ; the live ids, in order
     pop         rdi
