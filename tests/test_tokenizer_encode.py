@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import harness
 from harness import twin
+from harness._lib import ffi
 from harness.tokenizer import MASKBIT, SPECIALS, Tokenizer
 
 KJV = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
@@ -252,6 +253,31 @@ def test_decode_bytes_is_fast_on_millions_of_ids(tok, kjv_docs):
     seconds = time.perf_counter() - start
     assert out == expected
     assert seconds < 2.0, f"decode_bytes of {many.size:,} ids took {seconds:.2f} s"
+
+
+def test_document_pointers_of_bytes_are_their_data(tok, kjv_docs):
+    """A list of plain bytes gets its pointer table from the objects' ids (the CPython
+    header offset, checked once: log E70); it must be exactly where cffi finds each
+    object's data, for every length (the empty and one-byte objects are shared ones),
+    and lists with anything else take cffi's way for every document."""
+    from harness import buffers
+
+    docs = [b"", b"a", b"ab", bytes(range(256)), b"x" * 10_000] + kjv_docs[:50]
+    assert buffers._bytes_data_offset() > 0                     # (CPython)
+    table, ends, n, keep = buffers.doc_pointers(docs)
+    got = [int(ffi.cast("uintptr_t", table[i])) for i in range(len(docs))]
+    want = [int(ffi.cast("uintptr_t", ffi.from_buffer("uint8_t[]", d))) for d in docs]
+    assert got == want
+    assert ends.tolist() == np.cumsum([len(d) for d in docs]).tolist() and n == ends[-1]
+
+    class Sub(bytes):
+        pass
+
+    mixed = docs[:3] + [Sub(b"sub"), bytearray(b"arr")]
+    table, ends, n, keep = buffers.doc_pointers(mixed)
+    assert [ffi.buffer(table[i], len(d))[:] for i, d in enumerate(mixed)] == [bytes(d) for d in mixed]
+    tokens, counts = tok.encode_many(mixed, threads=1)
+    assert np.array_equal(tokens, np.concatenate([tok.encode(bytes(d)) for d in mixed]))
 
 
 def test_encode_many_takes_any_bytes_like_document_where_it_lies(tok, kjv_docs):
