@@ -1,7 +1,7 @@
 ;-----------------------------------------------------------------------------
 ; encode.asm — encoding (SPEC §6): documents -> u16 token ids.
 ;
-; Each document is split with the pre-tokenizer (asmbpe_split_offsets); each
+; Each document is split with the pre-tokenizer (asmbpe_split_part); each
 ; chunk becomes tokens by repeating one step: find the lowest-numbered merge
 ; among its adjacent pairs and apply it everywhere in the chunk, left to
 ; right, non-overlapping (what training did, and what Hugging Face's BPE
@@ -35,7 +35,7 @@
 extern asmbpe_map
 extern asmbpe_unmap
 extern asmbpe_parallel
-extern asmbpe_split_offsets
+extern asmbpe_split_part
 
 section .rodata
 align 64
@@ -1048,7 +1048,8 @@ enc_worker:
     mov         rdx, [rsp + W_POS]
     mov         rcx, rsp
     mov         r8d, EW_BUF
-    call        asmbpe_split_offsets
+    call        asmbpe_split_part               ; (stops short of a window
+                                                ; that would not fit)
     mov         [rsp + W_N], rax
     add         [rbx + TS_CHUNKS], rax
     PROF_ADD    W_T1, TS_CYC_PRETOK
@@ -1241,9 +1242,11 @@ enc_worker:
 .chunks_done:
     PROF_ADD    W_T1, TS_CYC_PASS
     mov         rax, [rsp + W_N]
-    cmp         rax, EW_BUF
-    jb          .doc_done
-    mov         rax, [rsp + rax * 8 - 8]        ; the next split's start
+    test        rax, rax
+    jz          .doc_done
+    mov         rax, [rsp + rax * 8 - 8]        ; the last chunk's end: the
+    cmp         rax, [rsp + W_LEN]              ; next split's start, unless
+    jae         .doc_done                       ; the document is done
     mov         [rsp + W_POS], rax
     jmp         .split
 .doc_done:

@@ -105,10 +105,34 @@ ENDFUNC
 %define SL_UNTIL rsp - 40                       ; chunk by chunk until here
 %define SO_BUF      0                           ; a window's ends [64]
 %define SO_OUT      (64 * 8)                    ; out's place meanwhile
-%define SO_FRAME    (64 * 8 + 8)
+%define SO_PART     (64 * 8 + 8)                ; asmbpe_split_part: 1
+%define SO_FRAME    (64 * 8 + 24)
 
-FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
+FUNC asmbpe_split_offsets, 5, 5, 0, text, len, pos, out, cap
+    xor         r9d, r9d
+    jmp         asmbpe_split_impl               ; (nothing pushed)
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_split_part(text, len, pos, out, cap)      (library-internal)
+;
+; asmbpe_split_offsets for a caller with a batch buffer (the encoder): once
+; out has room for fewer than 64 ends while 64 bytes of text lie ahead, it
+; stops instead of splitting a window into the stack buffer and keeping the
+; ends that fit.  So n < cap no longer means the text is done: the caller
+; goes on from out[n - 1] until that is len.  cap must be at least 64.
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_split_part, 5, 5, 0, text, len, pos, out, cap
+    mov         r9d, 1
+    jmp         asmbpe_split_impl
+ENDFUNC
+
+; asmbpe_split_impl: both, r9 = 1 for asmbpe_split_part
+HIDDEN
+FUNC asmbpe_split_impl, 6, 15, 1, text, len, pos, out, cap, part
     sub         rsp, SO_FRAME
+    mov         [rsp + SO_PART], partq
     mov         r9, outq
     lea         r11, [textq + lenq]             ; endp
     lea         r10, [textq + posq]             ; cur
@@ -137,7 +161,9 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     PRETOK_WINDOW r10, textq, r9, .window_failed
     jmp         .stored
 .window_short:                                  ; the window into SO_BUF,
-    mov         [rsp + SO_OUT], r9              ; then as many ends as fit
+    cmp         qword [rsp + SO_PART], 0        ; then as many ends as fit
+    jne         .count                          ; (asmbpe_split_part: stop)
+    mov         [rsp + SO_OUT], r9
     lea         r9, [rsp + SO_BUF]
     PRETOK_WINDOW r10, textq, r9, .short_failed
     lea         rcx, [rsp + SO_BUF]
