@@ -232,8 +232,13 @@ class Tokenizer:
         from . import encoder
         from .buffers import TextBatch
 
-        data = docs if isinstance(docs, TextBatch) else [
-            _doc_bytes(doc, k) for k, doc in enumerate(docs)]
+        if isinstance(docs, TextBatch):
+            data = docs
+        else:
+            docs = docs if isinstance(docs, (list, tuple)) else list(docs)
+            # a list of bytes as it is (the common case: no call per document)
+            data = docs if set(map(type, docs)) <= {bytes} else [
+                _doc_bytes(doc, k) for k, doc in enumerate(docs)]
         return encoder.encode_many(self, data, threads, bos=bos, cache=cache)
 
     def encode(self, text, *, bos: bool = False, cache: bool = True) -> np.ndarray:
