@@ -1,7 +1,7 @@
 ;-----------------------------------------------------------------------------
 ; encode.asm — encoding (SPEC §6): documents -> u16 token ids.
 ;
-; Each document is split with the pre-tokenizer (asmbpe_split_part); each
+; Each document is split with the pre-tokenizer (asmbpe_split_offsets); each
 ; chunk becomes tokens by repeating one step: find the lowest-numbered merge
 ; among its adjacent pairs and apply it everywhere in the chunk, left to
 ; right, non-overlapping (what training did, and what Hugging Face's BPE
@@ -35,7 +35,7 @@
 extern asmbpe_map
 extern asmbpe_unmap
 extern asmbpe_parallel
-extern asmbpe_split_part
+extern asmbpe_split_offsets
 
 section .rodata
 align 64
@@ -1047,9 +1047,8 @@ enc_worker:
     mov         rsi, [rsp + W_LEN]
     mov         rdx, [rsp + W_POS]
     mov         rcx, rsp
-    mov         r8d, EW_BUF
-    call        asmbpe_split_part               ; (stops short of a window
-                                                ; that would not fit)
+    mov         r8, (1 << 63) | EW_BUF          ; (bit 63: stop short of a
+    call        asmbpe_split_offsets            ; window that would not fit)
     mov         [rsp + W_N], rax
     add         [rbx + TS_CHUNKS], rax
     PROF_ADD    W_T1, TS_CYC_PRETOK
@@ -1211,6 +1210,15 @@ enc_worker:
     mov         r15, rdi
     jmp         .chunk
 .uncached:
+    cmp         qword [rsp + W_CACHE], 0        ; cached calls: a run of one
+    je          .not_memo                       ; byte may be in the memo
+    mov         rdi, r15
+    call        run_memo
+    test        rax, rax
+    jz          .not_memo
+    mov         r15, rdi
+    jmp         .chunk
+.not_memo:
     inc         qword [rbx + TS_ENCODED]
     cmp         qword [rsp + W_PROF], 0
     jne         .uncached_timed
@@ -1357,6 +1365,95 @@ chunk_uncached:
     cmp         rdx, SHORT_MAX
     jbe         short_path                      ; tail calls
     jmp         long_path
+
+;=============================================================================
+; run_memo: rbx = thread state, r12 = job, rsi = the chunk's bytes, rdx = its
+; length (> CACHE_MAX_LEN), rdi = where its ids go.  A chunk that is one
+; byte repeated: its ids from the memo (rax = 1, rdi past them), or, not
+; there, encoded (chunk_uncached, counted as encoded) and kept when its ids
+; fit (rax = 1).  Any other chunk: rax = 0, nothing written.  Keeps rsi,
+; rdx when rax = 0; keeps rbx, rbp, r12-r15; clobbers rax, rcx, r8-r11,
+; ymm0-ymm9.  Reads the chunk rounded up to 32 bytes (text or padding).
+;=============================================================================
+run_memo:
+    movzx       eax, byte [rsi]
+    vmovd       xmm0, eax
+    vpbroadcastb ymm0, xmm0
+    xor         ecx, ecx
+.same:                                          ; 32 bytes at a time
+    vpcmpeqb    ymm1, ymm0, [rsi + rcx]
+    vpmovmskb   r8d, ymm1
+    mov         r9, rdx
+    sub         r9, rcx                         ; bytes left (> 0)
+    cmp         r9, 32
+    jae         .whole
+    bzhi        r8d, r8d, r9d                   ; (the last, partial)
+    mov         r10d, -1
+    bzhi        r10d, r10d, r9d
+    cmp         r8d, r10d
+    jne         .other
+    jmp         .run
+.whole:
+    cmp         r8d, -1
+    jne         .other
+    add         rcx, 32
+    cmp         rcx, rdx
+    jb          .same
+.run:                                           ; entry (byte * 17 + len)
+    imul        r8d, eax, 17                    ; mod MEMO_ENTRIES
+    add         r8d, edx
+    and         r8d, MEMO_ENTRIES - 1
+    shl         r8d, 6
+    lea         r8, [rbx + TS_MEMO + r8]
+    cmp         [r8 + MM_LEN], edx
+    jne         .encode
+    cmp         [r8 + MM_BYTE], al
+    jne         .encode
+    movzx       ecx, byte [r8 + MM_NTOK]        ; found: its ids
+    xor         r9d, r9d
+.copy:
+    movzx       r10d, word [r8 + MM_TOK + r9 * 2]
+    mov         [rdi + r9 * 2], r10w
+    inc         r9d
+    cmp         r9d, ecx
+    jb          .copy
+    lea         rdi, [rdi + rcx * 2]
+    mov         eax, 1
+    ret
+.encode:
+    inc         qword [rbx + TS_ENCODED]
+    push        r8                              ; the entry
+    push        rax                             ; the byte
+    push        rdx                             ; the length
+    push        rdi                             ; the first id
+    sub         rsp, 8
+    call        chunk_uncached
+    add         rsp, 8
+    pop         r9                              ; the first id
+    pop         rdx
+    pop         rax
+    pop         r8
+    mov         rcx, rdi
+    sub         rcx, r9
+    shr         rcx, 1                          ; ids
+    cmp         rcx, MEMO_MAX_TOK
+    ja          .kept                           ; (too many: not kept)
+    mov         [r8 + MM_LEN], edx
+    mov         [r8 + MM_BYTE], al
+    mov         [r8 + MM_NTOK], cl
+    xor         r10d, r10d
+.fill:
+    movzx       r11d, word [r9 + r10 * 2]
+    mov         [r8 + MM_TOK + r10 * 2], r11w
+    inc         r10d
+    cmp         r10d, ecx
+    jb          .fill
+.kept:
+    mov         eax, 1
+    ret
+.other:
+    xor         eax, eax
+    ret
 
 ;=============================================================================
 ; short_path: rbx = thread state, r12 = job, rsi = bytes, rdx = n (2 ..

@@ -97,6 +97,13 @@ ENDFUNC
 ; stack, of which the first ones that fit are kept); otherwise (text end,
 ; non-ASCII, a run longer than the window) PRETOK_CHUNK takes one.  After a
 ; window that gave nothing, the next 64 bytes go chunk by chunk.
+; Bit 63 of cap set (library-internal: the encoder, whose batch buffer has
+; room for cap ends): once out has room for fewer than 64 ends while 64 bytes
+; of text lie ahead, it stops, instead of splitting a window into the stack
+; buffer and keeping the ends that fit (the rest would be split again by the
+; next call).  n < cap then no longer means the text is done: the caller goes
+; on from out[n - 1] until that is len.  cap is then its low 63 bits.
+; (Other callers leave bit 63 clear: no buffer holds 2^63 ends.)
 ; In: rdi, rsi, rdx, rcx, r8.  Out: rax.  Writes out[0..cap) only (a window
 ; writes its ends 8 at a time: out[n..cap) is scratch).  Reads up to
 ; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
@@ -105,34 +112,15 @@ ENDFUNC
 %define SL_UNTIL rsp - 40                       ; chunk by chunk until here
 %define SO_BUF      0                           ; a window's ends [64]
 %define SO_OUT      (64 * 8)                    ; out's place meanwhile
-%define SO_PART     (64 * 8 + 8)                ; asmbpe_split_part: 1
+%define SO_PART     (64 * 8 + 8)                ; bit 63 of cap was set
 %define SO_FRAME    (64 * 8 + 24)
 
-FUNC asmbpe_split_offsets, 5, 5, 0, text, len, pos, out, cap
-    xor         r9d, r9d
-    jmp         asmbpe_split_impl               ; (nothing pushed)
-ENDFUNC
-
-;-----------------------------------------------------------------------------
-; int64_t asmbpe_split_part(text, len, pos, out, cap)      (library-internal)
-;
-; asmbpe_split_offsets for a caller with a batch buffer (the encoder): once
-; out has room for fewer than 64 ends while 64 bytes of text lie ahead, it
-; stops instead of splitting a window into the stack buffer and keeping the
-; ends that fit.  So n < cap no longer means the text is done: the caller
-; goes on from out[n - 1] until that is len.  cap must be at least 64.
-;-----------------------------------------------------------------------------
-HIDDEN
-FUNC asmbpe_split_part, 5, 5, 0, text, len, pos, out, cap
-    mov         r9d, 1
-    jmp         asmbpe_split_impl
-ENDFUNC
-
-; asmbpe_split_impl: both, r9 = 1 for asmbpe_split_part
-HIDDEN
-FUNC asmbpe_split_impl, 6, 15, 1, text, len, pos, out, cap, part
+FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     sub         rsp, SO_FRAME
-    mov         [rsp + SO_PART], partq
+    xor         eax, eax
+    btr         capq, 63                        ; bit 63: stop short (the
+    setc        al                              ; encoder's batches)
+    mov         [rsp + SO_PART], rax
     mov         r9, outq
     lea         r11, [textq + lenq]             ; endp
     lea         r10, [textq + posq]             ; cur
@@ -162,7 +150,7 @@ FUNC asmbpe_split_impl, 6, 15, 1, text, len, pos, out, cap, part
     jmp         .stored
 .window_short:                                  ; the window into SO_BUF,
     cmp         qword [rsp + SO_PART], 0        ; then as many ends as fit
-    jne         .count                          ; (asmbpe_split_part: stop)
+    jne         .count                          ; (bit 63 of cap: stop)
     mov         [rsp + SO_OUT], r9
     lea         r9, [rsp + SO_BUF]
     PRETOK_WINDOW r10, textq, r9, .short_failed

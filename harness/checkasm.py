@@ -270,19 +270,30 @@ def check_split_offsets(ctx: Ctx) -> None:
 
 def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], name: str) -> None:
     """Small caps: the split must resume from out[cap - 1] with the same result (caps
-    under 64 and around it: a window then goes through the stack buffer and is cut)."""
+    under 64 and around it: a window then goes through the stack buffer and is cut).
+    Caps of 64 and more are also tried with bit 63 set, the encoder's mode: it may
+    stop with fewer than cap ends (never fewer than cap - 63) while text is left, and
+    the caller resumes from the last end until that is the length."""
     cap = ctx.rng.choice([1, 2, 3, 5, 63, 64, 65, 100])
+    short = cap >= 64 and ctx.rng.random() < 0.5
     ptr, _ = arena.place(data, "end")
-    ctx.on(f"{name}, resumed with cap {cap}")
+    ctx.on(f"{name}, resumed with cap {cap}{' (bit 63)' if short else ''}")
     got_all, pos = [], 0
     while True:
         full, out = out_array(cap)
-        got = ctx.call("asmbpe_split_offsets", ptr, len(data), pos, ffi.from_buffer("uint64_t[]", out), cap)
+        got = ctx.call("asmbpe_split_offsets", ptr, len(data), pos, ffi.from_buffer("uint64_t[]", out),
+                       cap | (1 << 63 if short else 0))
         if not margins_intact(full, cap) or got > cap:
             ctx.fail(f"asmbpe_split_offsets: {name}: cap {cap}: wrote outside out[0..cap)")
             return
         got_all += out[:got].tolist()
-        if got < cap:
+        if short:
+            if not got or got_all[-1] >= len(data):
+                break
+            if got <= cap - 64:
+                ctx.fail(f"asmbpe_split_offsets: {name}: cap {cap} (bit 63): stopped at {got} ends")
+                return
+        elif got < cap:
             break
         pos = got_all[-1]
     if got_all != ref:

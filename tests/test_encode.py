@@ -148,6 +148,51 @@ def test_long_chunks_take_the_heap_path_and_stay_fast():
     assert elapsed < 2.0, f"2 MB of runs took {elapsed:.2f} s (quadratic?)"
 
 
+def test_runs_of_one_byte_come_from_the_memo():
+    """Chunks longer than the cache's 48 bytes that are one byte repeated (49 spaces,
+    a line of 'a') are kept in each thread's run memo (log E72), one entry per
+    byte * 17 + length (mod 64): their ids equal the twin's and the uncached
+    encoder's, runs that share an entry never mix, and a run of up to 29 ids seen
+    just before is not encoded again. Longer ones (a line of '=', which has no
+    merge; 300 spaces) and runs broken by one other byte are encoded each time."""
+    merges = [(97, 97), (256, 256), (257, 257), (258, 258), (259, 259), (32, 32), (261, 261),
+              (33, 33), (263, 263), (264, 264), (265, 265)]
+    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    ranks = twin.merge_ranks(tok.merges)
+    runs = []
+    for n in (49, 50, 63, 64, 65, 66, 81, 113, 129, 300):  # ('a' and '!' of one length,
+        runs += [b" " * n, b"a" * n, b"!" * n]           # 65 spaces and 49 'a': one
+                                                         # entry)
+    runs += [b"=" * 60, b"a" * 60 + b"b" + b"a" * 60, b"a" * 2000]
+    text = b"\n".join(b"x" + r + b"y" if r[0] == 32 else r for r in runs * 3)
+    want = [x for c in twin.split(text) for x in twin.encode_chunk(ranks, c)]
+    assert tok.encode(text, cache=False).tolist() == want
+    assert tok.encode(text).tolist() == want                # (the memo filled, reused)
+    assert tok.encode(text).tolist() == want
+
+    def encoded(data):
+        before = encoder_stats(tok)
+        assert tok.encode(data).tolist() == [
+            x for c in twin.split(data) for x in twin.encode_chunk(ranks, c)]
+        after = encoder_stats(tok)
+        return (after["chunks"] - before["chunks"]) - (after["cache_hits"] - before["cache_hits"])
+
+    kept = 0
+    for r in runs:
+        chunk = r[:-1] if r[0] == 32 else r                 # (x, spaces, " y")
+        data = b"x" + r + b"y" if r[0] == 32 else r
+        ids = twin.encode_chunk(ranks, chunk)
+        encoded(data)
+        if len(chunk) <= 48:                                # (the cache's)
+            continue
+        if len(set(chunk)) == 1 and len(ids) <= 29:
+            assert encoded(data) == 0, r[:8]
+            kept += 1
+        else:
+            assert encoded(data) == 1, r[:8]
+    assert kept >= 12
+
+
 def test_bad_threads_refused(kjv_tok):
     for bad in (0, -1, 257, True):
         with pytest.raises(ValueError):
