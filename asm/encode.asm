@@ -61,6 +61,18 @@ lane_w:
 
 section .text
 
+; COPY_IDS dst, src, n, i, t32, t16: dst[0 .. n) = src[0 .. n), u16 ids one
+; at a time (n >= 1; n and i 64-bit registers, t32 / t16 one scratch register).
+%macro COPY_IDS 6
+    xor         %4, %4
+%%copy:
+    movzx       %5, word [%2 + %4 * 2]
+    mov         [%1 + %4 * 2], %6
+    inc         %4
+    cmp         %4, %3
+    jb          %%copy
+%endmacro
+
 ; PAIR_HOME a32, b32: ecx = P = a << 16 | b, r11d = its home slot in the
 ; pair -> merge table (r10d = shift).
 %macro PAIR_HOME 2
@@ -1351,13 +1363,8 @@ chunk_miss:
     vmovdqu     [rax + CE_KEY + 32], xmm1
     mov         [rax + CE_LEN], dl
     mov         [rax + CE_NTOK], cl
-    xor         edx, edx
-.fill:
-    movzx       esi, word [r8 + rdx * 2]
-    mov         [rax + CE_TOK + rdx * 2], si
-    inc         edx
-    cmp         edx, ecx
-    jb          .fill
+    add         rax, CE_TOK
+    COPY_IDS    rax, r8, rcx, rdx, esi, si
 .ret:
     ret
 
@@ -1410,13 +1417,8 @@ run_memo:
     cmp         [r8 + MM_BYTE], al
     jne         .encode
     movzx       ecx, byte [r8 + MM_NTOK]        ; found: its ids
-    xor         r9d, r9d
-.copy:
-    movzx       r10d, word [r8 + MM_TOK + r9 * 2]
-    mov         [rdi + r9 * 2], r10w
-    inc         r9d
-    cmp         r9d, ecx
-    jb          .copy
+    add         r8, MM_TOK
+    COPY_IDS    rdi, r8, rcx, r9, r10d, r10w
     lea         rdi, [rdi + rcx * 2]
     mov         eax, 1
     ret
@@ -1441,13 +1443,8 @@ run_memo:
     mov         [r8 + MM_LEN], edx
     mov         [r8 + MM_BYTE], al
     mov         [r8 + MM_NTOK], cl
-    xor         r10d, r10d
-.fill:
-    movzx       r11d, word [r9 + r10 * 2]
-    mov         [r8 + MM_TOK + r10 * 2], r11w
-    inc         r10d
-    cmp         r10d, ecx
-    jb          .fill
+    add         r8, MM_TOK
+    COPY_IDS    r8, r9, rcx, r10, r11d, r11w
 .kept:
     mov         eax, 1
     ret
