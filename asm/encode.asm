@@ -1575,7 +1575,6 @@ short_path:
 ; Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
 %define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
-%define S16_RANKS   64                          ; u16 ranks [16]
 
 ; SET_LANE value32, lane32, width: u16 lane `lane` of ymm4 (width 16) or
 ; xmm4 (width 8) := value (ymm5 = lane_w).  Clobbers ymm6, ymm7.
@@ -1634,16 +1633,18 @@ short_path:
 ; once: its lookups do not wait for this merge's.  Otherwise the next step
 ; takes the lowest rank over all lanes again.  (A simulation on the misses of
 ; E100: 59 % of the merges need a full search.)
+
 ; BP_LANES xmm, first, count: lanes 0 .. count-1 of xmm = the byte-pair
 ; ranks of pairs first .. first+count-1 of the chunk at rsi (rbp = E_BP),
 ; inserted from the table (no store, so no wide reload of narrow stores;
-; no loop, so no mispredicted exit).  Reads rsi[first .. first+count+2].
-; Clobbers eax.
+; no loop, so no mispredicted exit).  Reads rsi[first .. first+count].
+; Clobbers eax.  (movzx + rol rather than movbe, which the CPU check does
+; not require.)
 %macro BP_LANES 3
 %assign j 0
 %rep %3
-    movbe       eax, [rsi + %2 + j]             ; byte j << 8 | byte j + 1
-    shr         eax, 16
+    movzx       eax, word [rsi + %2 + j]        ; byte j + 1 << 8 | byte j,
+    rol         ax, 8                           ; swapped: the table's index
     vpinsrw     %1, %1, [rbp + rax * 2], j
 %assign j j + 1
 %endrep

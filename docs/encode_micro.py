@@ -7,6 +7,11 @@ MODE:
          seen the text): wall seconds of encode_many, its profile phases (summed
          over the threads) and the time outside the threads (wall minus the slowest
          thread: Python, starting the threads, the gather of two or more)
+  wall   the first 100 MB (10^6 bytes, as `asmbpe bench encode` reads them) through
+         encode_many without profiling, a new encoder per run after a call on two
+         64-byte documents (the bench's first pass): each run's wall and system
+         seconds, then the median of the runs after the process's first (what the
+         E66-E72 rows of the log alternate between builds with --lib)
   rare   "rare words": the chunks of 2..16 bytes seen once in the first 30 MB that
          are a space plus letters, joined into one document, cache=False: merge
          cycles per chunk
@@ -81,9 +86,33 @@ def read_alone() -> None:
           f"{ru.ru_minflt:,} minor faults")
 
 
+def wall_runs(tokenizer: str, threads: int, runs: int) -> None:
+    import gc
+    import resource
+
+    from harness import Tokenizer
+    from harness.encoder import encode_many
+    docs = english(int(100e6))
+    walls = []
+    for _ in range(runs):
+        fresh = None
+        gc.collect()
+        fresh = Tokenizer.load(tokenizer)
+        fresh.encode_many([b"x" * 64] * 2, threads)
+        sys0 = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+        t = time.perf_counter()
+        ids, _ = encode_many(fresh, docs, threads)
+        walls.append(time.perf_counter() - t)
+        del ids
+        print(f"wall {walls[-1]:.4f} s, system "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_stime - sys0:.4f} s")
+    if runs > 1:
+        print(f"median of runs 2-{runs}: {statistics.median(walls[1:]):.4f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("e100", "rare", "hot", "words", "blocks", "read"))
+    ap.add_argument("mode", choices=("e100", "wall", "rare", "hot", "words", "blocks", "read"))
     ap.add_argument("--lib")
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
@@ -96,6 +125,9 @@ def main() -> None:
     import harness._lib as L
     if a.lib:
         L.LIB_PATH = Path(a.lib)
+    if a.mode == "wall":                               # (wall time only: no TSC needed)
+        wall_runs(a.tokenizer, a.threads, a.runs)
+        return
     if a.mode == "blocks":                             # (wall time only: no TSC needed)
         from harness import Tokenizer
         from harness.corpora import corpus_path, iter_batches

@@ -8,12 +8,13 @@ lie (`buffers.doc_pointers`: no packing), each thread copies the document it wor
 into a padded buffer of its own, splits it into chunks, turns each chunk into ids
 (lowest-numbered merge first; a shared table of the chunks that are one id, and a
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
-blocks of 256 documents at a time, and leaves each block's ids where it wrote them
-(ASMBPE_ENC_CLAIMS): `_gather_claims` puts them in document order in the one copy
-out of that room, which the process's calls reuse (`_Pool`). One thread writes
-them in order from the start, so then the output array is the result, with no
-copy (log E57). Results are written to memory that earlier results used
-(`_RESULTS`, E66). The encoder object (the tables and the threads' caches) is built
+blocks of 256 documents at a time (ASMBPE_ENC_CLAIMS): thread 0 takes blocks from
+the front and writes their ids in order into the result itself (the `front`
+argument; with one thread that is every id, and nothing is copied: E57, E67); the
+other threads take blocks from the back and leave each block's ids in its room of a
+second buffer, which the process's calls reuse (`_ROOMS`), and `_gather_claims`
+copies them after thread 0's. Results are written to memory that earlier results
+used (`_RESULTS`, E66). The encoder object (the tables and the threads' caches) is built
 once per Tokenizer and kept on it, so the caches stay warm from call to call; a lock
 keeps one call at a time per encoder.
 """
