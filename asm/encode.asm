@@ -1286,7 +1286,9 @@ enc_worker:
 .doc_copy:                                      ; asmbpe_encode_docs: the
     mov         r14, rax                        ; document (r13[d], W_LEN
     mov         rbp, rdx                        ; bytes) into TS_DOC, padded
-    lea         rax, [rsi + 2 * PAD + 64]       ; (rax, rdx kept in r14, rbp)
+    PROF_START  W_T1                            ; (rax, rdx kept in r14, rbp;
+    mov         rsi, [rsp + W_LEN]              ; the copy, and growing TS_DOC,
+    lea         rax, [rsi + 2 * PAD + 64]       ; count as pre-tokenizing)
     cmp         rax, [rbx + TS_DOCCAP]
     jbe         .doc_room
     mov         rdi, [rbx + TS_DOC]             ; grow
@@ -1312,6 +1314,7 @@ enc_worker:
     mov         r13, rdi                        ; the text: the copy
     mov         rcx, [rsp + W_LEN]
     rep movsb
+    PROF_ADD    W_T1, TS_CYC_PRETOK
     mov         rax, r14
     mov         rdx, rbp
     jmp         .have_text
@@ -1377,10 +1380,10 @@ chunk_uncached:
 ; run_memo: rbx = thread state, r12 = job, rsi = the chunk's bytes, rdx = its
 ; length (> CACHE_MAX_LEN), rdi = where its ids go.  A chunk that is one
 ; byte repeated: its ids from the memo (rax = 1, rdi past them), or, not
-; there, encoded (chunk_uncached, counted as encoded) and kept when its ids
-; fit (rax = 1).  Any other chunk: rax = 0, nothing written.  Keeps rsi,
-; rdx when rax = 0; keeps rbx, rbp, r12-r15; clobbers rax, rcx, r8-r11,
-; ymm0-ymm9.  Reads the chunk rounded up to 32 bytes (text or padding).
+; there, encoded (chunk_uncached, counted as encoded and, with EF_PROFILE,
+; timed as merging) and kept when its ids fit (rax = 1).  Any other chunk:
+; rax = 0, nothing written.  Keeps rsi, rdx when rax = 0; keeps rbx, rbp,
+; r12-r15; clobbers rax, rcx, r8-r11, ymm0-ymm9.  Reads the chunk rounded up to 32 bytes (text or padding).
 ;=============================================================================
 run_memo:
     movzx       eax, byte [rsi]
@@ -1429,7 +1432,10 @@ run_memo:
     push        rdx                             ; the length
     push        rdi                             ; the first id
     sub         rsp, 8
+    test        qword [r12 + J_FLAGS], EF_PROFILE
+    jnz         .encode_timed
     call        chunk_uncached
+.encoded:
     add         rsp, 8
     pop         r9                              ; the first id
     pop         rdx
@@ -1451,6 +1457,19 @@ run_memo:
 .other:
     xor         eax, eax
     ret
+.encode_timed:                                  ; EF_PROFILE: the encoding
+    rdtsc                                       ; counts as merging
+    shl         rdx, 32
+    or          rax, rdx
+    mov         [rsp], rax
+    mov         rdx, [rsp + 16]                 ; the length
+    call        chunk_uncached
+    rdtsc
+    shl         rdx, 32
+    or          rax, rdx
+    sub         rax, [rsp]
+    add         [rbx + TS_CYC_MERGE], rax
+    jmp         .encoded
 
 ;=============================================================================
 ; short_path: rbx = thread state, r12 = job, rsi = bytes, rdx = n (2 ..

@@ -254,7 +254,8 @@ def encoder_stats(tokenizer, thread: int | None = None) -> dict:
     or (None) all threads summed: chunks, cache_hits (chunks not encoded: found in
     the table of one-id chunks or in the thread's cache; chunks - cache_hits were
     encoded), chunks that took the heap path (longer than 128 bytes, uncached), and,
-    from calls with profile=True, rdtsc cycles spent in the pre-tokenizer, the cache
+    from calls with profile=True, rdtsc cycles spent in the pre-tokenizer (with
+    copying a document given by pointer into the thread's padded buffer), the cache
     (hashing, probing, copying hits), merging (encoding the chunks not found),
     writing (moving ids into document order, thread 0; none for encode_many, which
     gathers them itself) and in all (each thread's whole run)."""

@@ -86,20 +86,33 @@ def test_train_counters_add_up():
 def test_encode_counters_add_up():
     docs = _docs(300_000)
     tok = harness.train(docs, vocab_size=2000, threads=1).tokenizer
-    rep = P.profile_encode(docs, tok, threads=2)
-    per = rep.extra["per_thread"]
-    assert len(per) == 2 and len(rep.threads) == 2
-    for p in per:
-        # the worker's phases lie inside its total (write, thread 0's reorder after the
-        # workers, does not); a thread preempted between phases lowers the share, and
-        # a thread that found every document claimed did no phase at all
-        parts = p["cycles_pretok"] + p["cycles_cache"] + p["cycles_merge"]
-        assert p["cycles_total"] > 0 and parts <= p["cycles_total"]
-        if p["chunks"]:
-            assert 0.6 * p["cycles_total"] <= parts
-        assert p["cache_hits"] <= p["chunks"]
-    assert sum(p["chunks"] for p in per) == sum(len(split_offsets(d)) for d in docs)
-    assert per[1]["cycles_write"] == 0          # the reorder runs on thread 0
+    n_chunks = sum(len(split_offsets(d)) for d in docs)
+    shares = []
+    for _attempt in range(3):
+        rep = P.profile_encode(docs, tok, threads=2)
+        per = rep.extra["per_thread"]
+        assert len(per) == 2 and len(rep.threads) == 2
+        for p in per:
+            # the worker's phases lie inside its total (write, thread 0's reorder after
+            # the workers, does not)
+            parts = p["cycles_pretok"] + p["cycles_cache"] + p["cycles_merge"]
+            assert p["cycles_total"] > 0 and parts <= p["cycles_total"]
+            assert p["cache_hits"] <= p["chunks"]
+            if p["chunks"]:
+                assert p["cycles_pretok"] > 0 and p["cycles_cache"] > 0 and p["cycles_merge"] > 0
+        assert sum(p["chunks"] for p in per) == n_chunks
+        assert per[1]["cycles_write"] == 0          # the reorder runs on thread 0
+        # and cover nearly all of it: outside them are only the claims and the counts
+        # (the document copy counts as pre-tokenizing).  A thread descheduled there
+        # on a busy 2-core machine lowers one run's share, so a run may be repeated;
+        # a phase left uncounted lowers every run's.  A thread that found every
+        # document claimed did no phase at all.
+        share = min((p["cycles_pretok"] + p["cycles_cache"] + p["cycles_merge"])
+                    / p["cycles_total"] for p in per if p["chunks"])
+        shares.append(share)
+        if share >= 0.93:
+            break
+    assert max(shares) >= 0.93, shares
     text = "\n".join(P.format_report(rep))
     assert "load balance" in text and "pre-tokenize" in text
 
@@ -120,6 +133,17 @@ def test_cli_profile_train_with_plot(tmp_path):
     w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert w >= 400 and h >= 400
     assert data[-8:-4] == b"IEND"
+
+
+def test_runs_encoded_through_the_memo_are_timed_as_merging():
+    """Chunks of one byte repeated, each of a new length, are encoded by the run memo:
+    their cycles are merging, like any other chunk encoded."""
+    tok = harness.train(_docs(100_000), vocab_size=600, threads=1).tokenizer
+    docs = [b"a" * n for n in range(60, 400)]
+    rep = P.profile_encode(docs, tok, threads=1)
+    p = rep.extra["per_thread"][0]
+    assert p["chunks"] == len(docs) and p["cache_hits"] == 0
+    assert p["cycles_merge"] > 0.5 * (p["cycles_cache"] + p["cycles_merge"]), p
 
 
 def test_warm_encode_profile_is_the_second_call():
