@@ -129,6 +129,14 @@ typedef struct asmbpe_enc asmbpe_enc;
 asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges);
 void asmbpe_enc_free(asmbpe_enc *e);
 
+/* encode.asm: asmbpe_enc_free gives each thread's state (its cache and
+ * buffers, 4 MB and more) to a process-wide pool of up to 64, from which the
+ * next encoder's threads take theirs, cleared, before they map new ones (on
+ * some machines first-touching new pages costs more than the encoding that
+ * writes them).  asmbpe_enc_trim unmaps every state in the pool and returns
+ * how many; safe at any time, from any thread. */
+uint64_t asmbpe_enc_trim(void);
+
 /* encode.asm: the bytes of ids[0, n), each id < 256 + n_merges (the caller
  * strips MASKBIT and handles specials): written to out if they fit in cap, their
  * number returned either way; ASMBPE_EINVAL at an id out of range,

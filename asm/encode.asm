@@ -59,7 +59,154 @@ lane_w:
 %assign i i + 1
 %endrep
 
+section .bss
+align 64
+ts_pool_lock:   resd 16                         ; spin lock, a line of its own
+ts_pool_n:      resq 1                          ; states kept
+ts_pool:        resq TS_POOL_MAX
+
 section .text
+
+; POOL_LOCK / POOL_UNLOCK: the state pool's spin lock (held for a few
+; instructions; never across a system call).  POOL_LOCK clobbers eax.
+%macro POOL_LOCK 0
+%%try:
+    mov         eax, 1
+    xchg        eax, [ts_pool_lock]
+    test        eax, eax
+    jz          %%held
+%%wait:
+    pause
+    cmp         dword [ts_pool_lock], 0
+    jne         %%wait
+    jmp         %%try
+%%held:
+%endmacro
+%macro POOL_UNLOCK 0
+    mov         dword [ts_pool_lock], 0
+%endmacro
+
+; ts_unmap (local): rdi = a thread state.  Unmaps its cache, long-chunk
+; arrays, document buffer and page.  Keeps rbx, rbp, r12-r15; clobbers rax,
+; rcx, rdx, rsi, rdi, r9, r11.
+ts_unmap:
+    push        rbx
+    mov         rbx, rdi
+    mov         rdi, [rbx + TS_CACHE]
+    mov         esi, CACHE_ENTRIES * CE_SIZE
+    call        asmbpe_unmap
+    mov         rdi, [rbx + TS_LONG]
+    mov         rsi, [rbx + TS_LONGCAP]
+    shl         rsi, 5                          ; x LONG_BYTES_PER
+    call        asmbpe_unmap
+    mov         rdi, [rbx + TS_DOC]
+    mov         rsi, [rbx + TS_DOCCAP]
+    call        asmbpe_unmap
+    mov         rdi, rbx
+    mov         esi, (TS_SIZE + 4095) & ~4095
+    call        asmbpe_unmap
+    pop         rbx
+    ret
+
+; ts_give (local): rdi = a thread state no encoder holds any more.  Into the
+; pool (its document buffer and long-chunk arrays unmapped first when over
+; TS_POOL_KEEP bytes), or unmapped when the pool is full.  Keeps rbx, rbp,
+; r12-r15; clobbers rax, rcx, rdx, rsi, rdi, r9, r11.
+ts_give:
+    push        rbx
+    mov         rbx, rdi
+    cmp         qword [rbx + TS_DOCCAP], TS_POOL_KEEP
+    jbe         .doc_kept
+    mov         rdi, [rbx + TS_DOC]
+    mov         rsi, [rbx + TS_DOCCAP]
+    call        asmbpe_unmap
+    mov         qword [rbx + TS_DOC], 0
+    mov         qword [rbx + TS_DOCCAP], 0
+.doc_kept:
+    mov         rsi, [rbx + TS_LONGCAP]
+    shl         rsi, 5                          ; x LONG_BYTES_PER
+    cmp         rsi, TS_POOL_KEEP
+    jbe         .long_kept
+    mov         rdi, [rbx + TS_LONG]
+    call        asmbpe_unmap
+    mov         qword [rbx + TS_LONG], 0
+    mov         qword [rbx + TS_LONGCAP], 0
+.long_kept:
+    POOL_LOCK
+    mov         rax, [ts_pool_n]
+    cmp         rax, TS_POOL_MAX
+    jae         .full
+    lea         rcx, [ts_pool]
+    mov         [rcx + rax * 8], rbx
+    inc         rax
+    mov         [ts_pool_n], rax
+    POOL_UNLOCK
+    pop         rbx
+    ret
+.full:
+    POOL_UNLOCK
+    mov         rdi, rbx
+    pop         rbx
+    jmp         ts_unmap                        ; tail call
+
+; ts_take (local): rax = a thread state from the pool, or 0 when it has none.
+; Its counters, scratch and run memo are cleared here; its cache, if it has
+; one, is marked TS_STALE for its thread to clear.  Keeps rbx, rbp, rsi,
+; r8-r15; clobbers rcx, rdx, rdi.
+ts_take:
+    POOL_LOCK
+    xor         edx, edx
+    mov         rcx, [ts_pool_n]
+    test        rcx, rcx
+    jz          .unlock
+    dec         rcx
+    mov         [ts_pool_n], rcx
+    lea         rdx, [ts_pool]
+    mov         rdx, [rdx + rcx * 8]
+.unlock:
+    POOL_UNLOCK
+    test        rdx, rdx
+    jz          .none
+    xor         eax, eax
+    lea         rdi, [rdx + TS_CHUNKS]          ; counters and cycles
+    mov         ecx, (TS_DOC - TS_CHUNKS) / 8
+    rep stosq
+    lea         rdi, [rdx + TS_STALE]           ; the rest of the page
+    mov         ecx, (TS_SIZE - TS_STALE) / 8
+    rep stosq
+    cmp         qword [rdx + TS_CACHE], 0
+    setne       al
+    mov         [rdx + TS_STALE], rax
+.none:
+    mov         rax, rdx
+    ret
+
+;-----------------------------------------------------------------------------
+; uint64_t asmbpe_enc_trim(void)
+; Unmaps every thread state the pool keeps (asmbpe_enc_free leaves them there
+; for the process's next encoder) and returns how many.  A state in the pool
+; belongs to no encoder: safe at any time, from any thread.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_trim, 0, 11, 0
+    xor         ebp, ebp
+.next:
+    POOL_LOCK
+    mov         rax, [ts_pool_n]
+    test        rax, rax
+    jz          .done
+    dec         rax
+    mov         [ts_pool_n], rax
+    lea         rcx, [ts_pool]
+    mov         rdi, [rcx + rax * 8]
+    POOL_UNLOCK
+    call        ts_unmap
+    inc         rbp
+    jmp         .next
+.done:
+    POOL_UNLOCK
+    mov         rax, rbp
+    RET
+ENDFUNC
 
 ; COPY_IDS dst, src, n, i, t32, t16: dst[0 .. n) = src[0 .. n), u16 ids one
 ; at a time (n >= 1; n and i 64-bit registers, t32 / t16 one scratch register).
@@ -319,23 +466,11 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
 .thread:
     cmp         ebp, MAX_THREADS
     jae         .threads_done
-    mov         r14, [rbx + E_TS + rbp * 8]
-    test        r14, r14
+    mov         rdi, [rbx + E_TS + rbp * 8]
+    test        rdi, rdi
     jz          .next
-    mov         rdi, [r14 + TS_CACHE]
-    mov         esi, CACHE_ENTRIES * CE_SIZE
-    call        asmbpe_unmap
-    mov         rdi, [r14 + TS_LONG]
-    mov         rsi, [r14 + TS_LONGCAP]
-    shl         rsi, 5                          ; x LONG_BYTES_PER
-    call        asmbpe_unmap
-    mov         rdi, [r14 + TS_DOC]
-    mov         rsi, [r14 + TS_DOCCAP]
-    call        asmbpe_unmap
-    mov         rdi, r14
-    mov         esi, (TS_SIZE + 4095) & ~4095
-    call        asmbpe_unmap
-.next:
+    call        ts_give                         ; to the pool, for the next
+.next:                                          ; encoder
     inc         ebp
     jmp         .thread
 .threads_done:
@@ -754,10 +889,14 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         rbx, [r13 + E_TS + r12 * 8]
     test        rbx, rbx
     jnz         .have_state
+    call        ts_take                         ; one an old encoder used,
+    test        rax, rax                        ; else a new one
+    jnz         .taken
     mov         edi, (TS_SIZE + 4095) & ~4095
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
+.taken:
     mov         rbx, rax
     mov         [r13 + E_TS + r12 * 8], rbx
 .have_state:
@@ -967,6 +1106,15 @@ enc_worker:
     neg         rsi                             ; tid 0 -> 0, others -> < 0
     sar         rsi, 63
     mov         [rsp + W_FRONT], rsi
+    cmp         qword [rbx + TS_STALE], 0       ; a state from the pool: its
+    je          .claim                          ; cache cleared here, by its
+    PROF_START  W_T1                            ; own thread (cache phase)
+    mov         rdi, [rbx + TS_CACHE]
+    mov         ecx, CACHE_ENTRIES * CE_SIZE / 8
+    xor         eax, eax
+    rep stosq
+    mov         qword [rbx + TS_STALE], 0
+    PROF_ADD    W_T1, TS_CYC_PASS
 .claim:                                         ; k = (left / threads) / 4,
     mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
     sub         rax, [r12 + J_NEXT]             ; only a size hint)

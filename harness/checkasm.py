@@ -675,6 +675,54 @@ def check_encode(ctx: Ctx) -> None:
     arena.close()
 
 
+@register("asmbpe_enc_trim")
+def check_enc_trim(ctx: Ctx) -> None:
+    """The state pool: a freed encoder's thread states go to the pool, the next
+    encoder's threads take them with another table's chunks in their caches and must
+    encode as the twin does; trim hands back every state kept, and every byte."""
+    L = ctx.L
+
+    def mapped_now() -> int:
+        L.asmbpe_mapped_peak(1)
+        return int(L.asmbpe_mapped_peak(0))
+
+    ctx.on("trim whatever the process kept")
+    ctx.call("asmbpe_enc_trim")
+    if ctx.call("asmbpe_enc_trim") != 0:
+        ctx.fail("asmbpe_enc_trim: a second trim found states")
+    before = mapped_now()
+    arena = GuardedArena(1 << 16)
+    texts = [random_text(ctx.rng, ctx.rng.randrange(0, 4000)) for _ in range(12)]
+    tables = [t for t in _merge_tables(ctx.rng) if t[0].startswith("learned")]
+    for threads in (3, 1, 2):
+        for t_name, merges in tables:           # each encoder takes the last one's states
+            m32 = np.ascontiguousarray(merges, dtype="<u2").view("<u4").ravel()
+            ctx.on(f"asmbpe_enc_new: {t_name}")
+            enc = ctx.call("asmbpe_enc_new", ffi.from_buffer("uint32_t[]", m32), len(m32))
+            ranks = twin.merge_ranks(merges)
+            want = [x for d in texts for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
+            for flags in (0, 2, 0):             # cached, uncached, cached again
+                res = _asm_encode(ctx, arena, enc, texts, threads, flags, "end", None,
+                                  f"{t_name}: {threads} threads, flags {flags}, states reused")
+                if res is not None and res[0] != want:
+                    at = next((j for j, (x, y) in enumerate(zip(res[0], want)) if x != y),
+                              min(len(res[0]), len(want)))
+                    ctx.fail(f"asmbpe_encode: {t_name}: {threads} threads, flags {flags}, with "
+                             f"states from the pool: id {at} differs from the twin's")
+            ctx.on(f"asmbpe_enc_free: {t_name}")
+            ctx.call("asmbpe_enc_free", enc)
+    ctx.on("asmbpe_enc_trim: the states of three threads")
+    got = ctx.call("asmbpe_enc_trim")
+    if got != 3:
+        ctx.fail(f"asmbpe_enc_trim: returned {got}, want 3 (the states of threads 0-2)")
+    if ctx.call("asmbpe_enc_trim") != 0:
+        ctx.fail("asmbpe_enc_trim: the pool is not empty after a trim")
+    if mapped_now() != before:
+        ctx.fail(f"asmbpe_enc_trim: {mapped_now() - before} bytes still mapped after the "
+                 "encoders were freed and the pool trimmed")
+    arena.close()
+
+
 # --------------------------------------------------------------------------- runner
 
 def _run_child(entry: Entry, seed: int, n_random: int, wfd: int) -> None:

@@ -353,6 +353,11 @@ def bench_enc_free(env: Env) -> list[Case]:
                  keep=[made, m])]
 
 
+@bench("asmbpe_enc_trim")
+def bench_enc_trim(env: Env) -> list[Case]:
+    return [Case("asmbpe_enc_trim (pool empty)", "asmbpe_enc_trim", [[]], per_sample=16)]
+
+
 def _encoder(env: Env):
     L = env.L
     m = env.merges()

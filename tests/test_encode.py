@@ -33,6 +33,40 @@ def test_checkasm_encode():
     assert ok, "\n".join(lines)
 
 
+def test_checkasm_state_pool():
+    lines: list[str] = []
+    ok = checkasm.run_checks(seed=2026, pattern="asmbpe_enc_trim", n_random=100, out=lines.append)
+    assert ok, "\n".join(lines)
+
+
+def test_a_new_tokenizer_takes_cleared_states_from_the_pool():
+    """A freed encoder's thread states (caches full of its chunks and ids, counters,
+    run memos) go to the library's pool; the next Tokenizer's threads take them. Its
+    ids must be its own (the twin's, the uncached encoder's), and its counters start
+    from zero."""
+    import gc
+    from harness._lib import lib
+    with open(KJV, "rb") as f:
+        text = f.read()[:400_000]
+    docs = [text[i:i + 20_000] for i in range(0, len(text), 20_000)] + [b" " * 60] * 3
+    small = harness.train([text], vocab_size=600).tokenizer
+    big = harness.train([text], vocab_size=2000).tokenizer
+    for threads in (2, 3):
+        lib().asmbpe_enc_trim()
+        first = Tokenizer(small.merges)
+        first.encode_many(docs, threads=threads)                  # caches filled
+        del first
+        gc.collect()
+        second = Tokenizer(big.merges)
+        got, counts = second.encode_many(docs, threads=threads)
+        stats = encoder_stats(second)
+        want, want_counts = Tokenizer(big.merges).encode_many(docs, threads=1, cache=False)
+        assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()
+        assert stats["chunks"] == sum(len(twin.split(d)) for d in docs)
+        del second
+        gc.collect()
+
+
 @pytest.fixture(scope="module")
 def kjv_tok() -> Tokenizer:
     with open(KJV, "rb") as f:

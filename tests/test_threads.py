@@ -67,6 +67,9 @@ def test_library_frees_what_it_maps():
     import harness
     from harness._lib import lib
     L = lib()
+    import gc
+    gc.collect()                                # encoders earlier tests left, and
+    L.asmbpe_enc_trim()                         # the states they gave to the pool
 
     def mapped_now() -> int:
         L.asmbpe_mapped_peak(1)                 # the peak restarts from what is mapped
@@ -81,6 +84,7 @@ def test_library_frees_what_it_maps():
     ids, _ = tok.encode_many([text[:100_000], b"a" * 5000, text[:50_000]], threads=3)
     assert tok.decode_bytes(ids) == text[:100_000] + b"a" * 5000 + text[:50_000]
     del tok, ids
-    import gc
-    gc.collect()                                # frees the encoder (ffi.gc)
+    gc.collect()                                # frees the encoder (ffi.gc): its
+    assert mapped_now() > before                # threads' states go to the pool,
+    assert L.asmbpe_enc_trim() >= 3             # which hands them back
     assert mapped_now() == before
