@@ -687,7 +687,10 @@ def check_enc_trim(ctx: Ctx) -> None:
         return int(L.asmbpe_mapped_peak(0))
 
     ctx.on("trim whatever the process kept")
-    ctx.call("asmbpe_enc_trim")
+    import gc
+    gc.collect()                                # encoders the process left as garbage
+    gc.disable()                                # are freed now, not during the check
+    ctx.call("asmbpe_enc_trim")                 # (this child exits after it)
     if ctx.call("asmbpe_enc_trim") != 0:
         ctx.fail("asmbpe_enc_trim: a second trim found states")
     before = mapped_now()
@@ -711,6 +714,27 @@ def check_enc_trim(ctx: Ctx) -> None:
                              f"states from the pool: id {at} differs from the twin's")
             ctx.on(f"asmbpe_enc_free: {t_name}")
             ctx.call("asmbpe_enc_free", enc)
+    # a state whose document buffer (a 4.4 MB document) and long-chunk arrays (a
+    # 300 KB chunk) are over TS_POOL_KEEP: they are unmapped as it goes to the pool
+    t_name, merges = tables[0]
+    m32 = np.ascontiguousarray(merges, dtype="<u2").view("<u4").ravel()
+    enc = ctx.call("asmbpe_enc_new", ffi.from_buffer("uint32_t[]", m32), len(m32))
+    big = [b"a " * 2_200_000, b"a" * 300_000]
+    for k, doc in enumerate(big):
+        doc_ptrs = ffi.new("uint8_t *[]", [ffi.from_buffer(doc)])
+        ends = np.array([len(doc)], dtype=np.uint64)
+        out = np.zeros(len(doc) + 1, dtype=np.uint16)
+        counts = np.zeros(1, dtype=np.uint64)
+        ctx.on(f"asmbpe_encode_docs: a document of {len(doc)} bytes, then freed to the pool")
+        got = ctx.call("asmbpe_encode_docs", enc, doc_ptrs, ffi.from_buffer("uint64_t[]", ends),
+                       1, 1, 0, ffi.from_buffer("uint16_t[]", out),
+                       ffi.from_buffer("uint64_t[]", counts), 0)
+        back = np.zeros(len(doc) + 64, dtype=np.uint8)
+        if got >> 63 or ctx.call("asmbpe_decode", enc, ffi.from_buffer("uint16_t[]", out), got,
+                                 ffi.from_buffer("uint8_t[]", back), len(back)) != len(doc) \
+                or back[:len(doc)].tobytes() != doc:
+            ctx.fail(f"asmbpe_encode_docs: a document of {len(doc)} bytes does not decode back")
+    ctx.call("asmbpe_enc_free", enc)
     ctx.on("asmbpe_enc_trim: the states of three threads")
     got = ctx.call("asmbpe_enc_trim")
     if got != 3:
