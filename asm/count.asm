@@ -36,24 +36,24 @@ FUNC asmbpe_tab_alloc, 2, 12, 0, nslots, owns
     call        asmbpe_map
     test        rax, rax
     jz          .fail_header
-    mov         [r14 + T_SLOTS], rax
+    mov         [r14 + wtab.slots], rax
     lea         rax, [rbx - 1]
-    mov         [r14 + T_MASK], rax
-    mov         [r14 + T_OWNS_KEYS], rbp
+    mov         [r14 + wtab.mask], rax
+    mov         [r14 + wtab.owns_keys], rbp
     test        ebp, ebp
     jz          .done
     mov         edi, ARENA_INIT
     call        asmbpe_map
     test        rax, rax
     jz          .fail_slots
-    mov         [r14 + T_BASE], rax
-    mov         qword [r14 + T_ARENA_CAP], ARENA_INIT
-    mov         qword [r14 + T_ARENA_USE], PAD
+    mov         [r14 + wtab.base], rax
+    mov         qword [r14 + wtab.arena_cap], ARENA_INIT
+    mov         qword [r14 + wtab.arena_use], PAD
 .done:
     mov         rax, r14
     RET
 .fail_slots:
-    mov         rdi, [r14 + T_SLOTS]
+    mov         rdi, [r14 + wtab.slots]
     mov         rsi, rbx
     shl         rsi, 5
     call        asmbpe_unmap
@@ -92,25 +92,25 @@ ENDFUNC
 HIDDEN
 FUNC asmbpe_wordtab_release, 1, 10, 0, t
     mov         rbx, tq
-    cmp         qword [rbx + T_OWNS_KEYS], 0
+    cmp         qword [rbx + wtab.owns_keys], 0
     je          .slots
-    mov         rdi, [rbx + T_BASE]
-    mov         rsi, [rbx + T_ARENA_CAP]
+    mov         rdi, [rbx + wtab.base]
+    mov         rsi, [rbx + wtab.arena_cap]
     call        asmbpe_unmap
     xor         eax, eax
-    mov         [rbx + T_BASE], rax
-    mov         [rbx + T_ARENA_CAP], rax
-    mov         [rbx + T_ARENA_USE], rax
+    mov         [rbx + wtab.base], rax
+    mov         [rbx + wtab.arena_cap], rax
+    mov         [rbx + wtab.arena_use], rax
 .slots:
-    mov         rdi, [rbx + T_SLOTS]
-    mov         rsi, [rbx + T_MASK]
+    mov         rdi, [rbx + wtab.slots]
+    mov         rsi, [rbx + wtab.mask]
     inc         rsi
     shl         rsi, 5
     call        asmbpe_unmap
     xor         eax, eax
-    mov         [rbx + T_SLOTS], rax
-    mov         [rbx + T_USED], rax
-    mov         qword [rbx + T_MASK], -1        ; (mask + 1) * SLOT = 0 bytes
+    mov         [rbx + wtab.slots], rax
+    mov         [rbx + wtab.used], rax
+    mov         qword [rbx + wtab.mask], -1        ; (mask + 1) * slot_size = 0 bytes
     RET
 ENDFUNC
 
@@ -131,21 +131,21 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         r14, hashq
     mov         r15, countq
     mov         rbp, r14
-    and         rbp, [rbx + T_MASK]             ; slot index
+    and         rbp, [rbx + wtab.mask]             ; slot index
 .probe:
     mov         rax, rbp
     shl         rax, 5
-    add         rax, [rbx + T_SLOTS]
-    cmp         qword [rax + S_COUNT], 0
+    add         rax, [rbx + wtab.slots]
+    cmp         qword [rax + slot.count], 0
     je          .new
-    cmp         [rax + S_HASH], r14
+    cmp         [rax + slot.hash], r14
     jne         .next
-    cmp         [rax + S_LEN], r13
+    cmp         [rax + slot.len], r13
     jne         .next
     mov         [rsp], rax
     mov         rdi, r12
-    mov         rsi, [rax + S_KEY]
-    add         rsi, [rbx + T_BASE]
+    mov         rsi, [rax + slot.key]
+    add         rsi, [rbx + wtab.base]
     mov         rdx, r13
     call        asmbpe_memeq
     mov         rcx, [rsp]
@@ -153,59 +153,59 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     jnz         .found
 .next:
     inc         rbp
-    and         rbp, [rbx + T_MASK]
+    and         rbp, [rbx + wtab.mask]
     jmp         .probe
 .found:
-    add         [rcx + S_COUNT], r15
-    add         [rbx + T_TOTAL], r15
+    add         [rcx + slot.count], r15
+    add         [rbx + wtab.total], r15
     xor         eax, eax
     jmp         .ret
 
 .new:
     mov         rcx, r12                        ; key: the pointer itself
-    cmp         qword [rbx + T_OWNS_KEYS], 0
+    cmp         qword [rbx + wtab.owns_keys], 0
     je          .store
-    mov         rax, [rbx + T_ARENA_USE]        ; copy into the arena
+    mov         rax, [rbx + wtab.arena_use]        ; copy into the arena
     add         rax, r13
-    cmp         rax, [rbx + T_ARENA_CAP]
+    cmp         rax, [rbx + wtab.arena_cap]
     jbe         .copy
-    mov         rdx, [rbx + T_ARENA_CAP]        ; grow: max(2 cap, need + 1 MB)
+    mov         rdx, [rbx + wtab.arena_cap]        ; grow: max(2 cap, need + 1 MB)
     add         rdx, rdx
     add         rax, ARENA_INIT
     and         rax, -4096
     cmp         rdx, rax
     cmovb       rdx, rax
     mov         [rsp], rdx
-    mov         rdi, [rbx + T_BASE]
-    mov         rsi, [rbx + T_ARENA_CAP]
+    mov         rdi, [rbx + wtab.base]
+    mov         rsi, [rbx + wtab.arena_cap]
     call        asmbpe_remap
     test        rax, rax
     jz          .enomem
-    mov         [rbx + T_BASE], rax
+    mov         [rbx + wtab.base], rax
     mov         rdx, [rsp]
-    mov         [rbx + T_ARENA_CAP], rdx
+    mov         [rbx + wtab.arena_cap], rdx
 .copy:
-    mov         rdi, [rbx + T_BASE]
-    add         rdi, [rbx + T_ARENA_USE]
+    mov         rdi, [rbx + wtab.base]
+    add         rdi, [rbx + wtab.arena_use]
     mov         rsi, r12
     mov         rcx, r13
     rep movsb
-    mov         rcx, [rbx + T_ARENA_USE]        ; key: the arena offset
-    add         [rbx + T_ARENA_USE], r13
+    mov         rcx, [rbx + wtab.arena_use]        ; key: the arena offset
+    add         [rbx + wtab.arena_use], r13
 .store:
     mov         rax, rbp
     shl         rax, 5
-    add         rax, [rbx + T_SLOTS]
-    mov         [rax + S_HASH], r14
-    mov         [rax + S_KEY], rcx
-    mov         [rax + S_LEN], r13
-    mov         [rax + S_COUNT], r15
-    add         [rbx + T_TOTAL], r15
-    mov         rax, [rbx + T_USED]
+    add         rax, [rbx + wtab.slots]
+    mov         [rax + slot.hash], r14
+    mov         [rax + slot.key], rcx
+    mov         [rax + slot.len], r13
+    mov         [rax + slot.count], r15
+    add         [rbx + wtab.total], r15
+    mov         rax, [rbx + wtab.used]
     inc         rax
-    mov         [rbx + T_USED], rax
+    mov         [rbx + wtab.used], rax
     add         rax, rax
-    mov         rdx, [rbx + T_MASK]
+    mov         rdx, [rbx + wtab.mask]
     cmp         rax, rdx
     jbe         .ok
     mov         rdi, rbx
@@ -228,32 +228,32 @@ ENDFUNC
 tab_grow:
     SAVE        rbx, r12, r13
     mov         rbx, rdi
-    mov         rdi, [rbx + T_MASK]
+    mov         rdi, [rbx + wtab.mask]
     inc         rdi
     shl         rdi, 6                          ; 2 x slots x 32 bytes
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
     mov         r12, rax                        ; new slots
-    mov         r13, [rbx + T_MASK]
+    mov         r13, [rbx + wtab.mask]
     lea         r13, [r13 * 2 + 1]              ; new mask
-    mov         rsi, [rbx + T_SLOTS]
-    mov         r8, [rbx + T_MASK]
+    mov         rsi, [rbx + wtab.slots]
+    mov         r8, [rbx + wtab.mask]
     inc         r8
     shl         r8, 5
     add         r8, rsi                         ; end of old slots
 .each:
     cmp         rsi, r8
     jae         .swap
-    cmp         qword [rsi + S_COUNT], 0
+    cmp         qword [rsi + slot.count], 0
     je          .skip
-    mov         rdx, [rsi + S_HASH]
+    mov         rdx, [rsi + slot.hash]
 .find:
     and         rdx, r13
     mov         rax, rdx
     shl         rax, 5
     add         rax, r12
-    cmp         qword [rax + S_COUNT], 0
+    cmp         qword [rax + slot.count], 0
     je          .put
     inc         rdx
     jmp         .find
@@ -263,15 +263,15 @@ tab_grow:
     vmovdqu     xmm0, [rsi + 16]
     vmovdqu     [rax + 16], xmm0
 .skip:
-    add         rsi, SLOT
+    add         rsi, slot_size
     jmp         .each
 .swap:
-    mov         rdi, [rbx + T_SLOTS]
-    mov         rsi, [rbx + T_MASK]
+    mov         rdi, [rbx + wtab.slots]
+    mov         rsi, [rbx + wtab.mask]
     inc         rsi
     shl         rsi, 5
-    mov         [rbx + T_SLOTS], r12
-    mov         [rbx + T_MASK], r13
+    mov         [rbx + wtab.slots], r12
+    mov         [rbx + wtab.mask], r13
     call        asmbpe_unmap
     xor         eax, eax
     jmp         .ret
@@ -411,9 +411,9 @@ count_worker:
     lea         rsi, [rbx + rbp]
     HASH_BYTES  rsi, rdx, r8, r9, r10
     mov         [r15 + L_HASH], r8
-    and         r8, [rdi + T_MASK]
+    and         r8, [rdi + wtab.mask]
     shl         r8, 5
-    add         r8, [rdi + T_SLOTS]
+    add         r8, [rdi + wtab.slots]
     prefetcht0  [r8]
     mov         rbp, r13
     add         r15, 8
@@ -438,17 +438,17 @@ count_worker:
     ; bytes (keys are text pointers: compare the 8 bytes ending at the end)
     cmp         rdx, 8
     ja          .insert
-    mov         rax, [rdi + T_MASK]
+    mov         rax, [rdi + wtab.mask]
     and         rax, r8
     shl         rax, 5
-    add         rax, [rdi + T_SLOTS]
-    cmp         [rax + S_HASH], r8
+    add         rax, [rdi + wtab.slots]
+    cmp         [rax + slot.hash], r8
     jne         .insert
-    cmp         [rax + S_LEN], rdx
+    cmp         [rax + slot.len], rdx
     jne         .insert
-    cmp         qword [rax + S_COUNT], 0        ; an emptied slot: its key
+    cmp         qword [rax + slot.count], 0        ; an emptied slot: its key
     je          .insert                         ; points into freed text
-    mov         r9, [rax + S_KEY]
+    mov         r9, [rax + slot.key]
     mov         r10, [r9 + rdx - 8]
     xor         r10, [rsi + rdx - 8]
     lea         ecx, [edx * 8]
@@ -457,8 +457,8 @@ count_worker:
     shrx        r10, r10, rcx
     test        r10, r10
     jnz         .insert
-    inc         qword [rax + S_COUNT]
-    inc         qword [rdi + T_TOTAL]
+    inc         qword [rax + slot.count]
+    inc         qword [rdi + wtab.total]
     jmp         .skip
 .insert:
     mov         rcx, r8
@@ -503,7 +503,7 @@ FUNC asmbpe_wordtab_free, 1, 11, 0, t
     jz          .ret
     xor         ebp, ebp
 .thread_tab:
-    mov         rdi, [rbx + T_THREAD_TABS + rbp * 8]
+    mov         rdi, [rbx + wtab.thread_tabs + rbp * 8]
     call        asmbpe_tab_free
     inc         ebp
     cmp         ebp, MAX_THREADS
@@ -515,18 +515,18 @@ FUNC asmbpe_wordtab_free, 1, 11, 0, t
 ENDFUNC
 
 FUNC asmbpe_wordtab_size, 1, 1, 0, t
-    mov         rax, [tq + T_USED]
+    mov         rax, [tq + wtab.used]
     RET
 ENDFUNC
 
 FUNC asmbpe_wordtab_key_bytes, 1, 1, 0, t
-    mov         rax, [tq + T_ARENA_USE]
+    mov         rax, [tq + wtab.arena_use]
     sub         rax, PAD
     RET
 ENDFUNC
 
 FUNC asmbpe_wordtab_total, 1, 1, 0, t
-    mov         rax, [tq + T_TOTAL]
+    mov         rax, [tq + wtab.total]
     RET
 ENDFUNC
 
@@ -568,10 +568,10 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
     mov         qword [rsp + C_STATUS], 0
     mov         r12, threadsq
     lea         rdi, [rsp + C_TABLES]           ; the thread tables kept in t
-    lea         rsi, [rbx + T_THREAD_TABS]
+    lea         rsi, [rbx + wtab.thread_tabs]
     mov         ecx, MAX_THREADS
     rep movsq
-    mov         rax, [rbx + T_USED]
+    mov         rax, [rbx + wtab.used]
     cmp         qword [rsp + C_TOTAL], 0
     je          .ret
     lea         rdi, [count_worker]
@@ -588,43 +588,43 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
     mov         r14, [rsp + C_TABLES + r13 * 8]
     test        r14, r14
     jz          .next_table
-    mov         r15, [r14 + T_SLOTS]
-    mov         rbp, [r14 + T_MASK]
+    mov         r15, [r14 + wtab.slots]
+    mov         rbp, [r14 + wtab.mask]
     inc         rbp
     shl         rbp, 5
     add         rbp, r15                        ; end of slots
 .merge_slot:
     cmp         r15, rbp
     jae         .free_table
-    lea         rax, [r15 + MERGE_AHEAD * SLOT]
+    lea         rax, [r15 + MERGE_AHEAD * slot_size]
     cmp         rax, rbp
     jae         .no_prefetch
-    mov         rax, [rax + S_HASH]             ; prefetch the slot of t that
-    and         rax, [rbx + T_MASK]             ; the slot MERGE_AHEAD further
+    mov         rax, [rax + slot.hash]             ; prefetch the slot of t that
+    and         rax, [rbx + wtab.mask]             ; the slot MERGE_AHEAD further
     shl         rax, 5                          ; on will probe first
-    add         rax, [rbx + T_SLOTS]
+    add         rax, [rbx + wtab.slots]
     prefetcht0  [rax]
 .no_prefetch:
-    mov         r8, [r15 + S_COUNT]
+    mov         r8, [r15 + slot.count]
     test        r8, r8
     jz          .merge_next
-    mov         qword [r15 + S_COUNT], 0        ; (emptied for the next call)
+    mov         qword [r15 + slot.count], 0        ; (emptied for the next call)
     mov         rdi, rbx
-    mov         rsi, [r15 + S_KEY]
-    mov         rdx, [r15 + S_LEN]
-    mov         rcx, [r15 + S_HASH]
+    mov         rsi, [r15 + slot.key]
+    mov         rdx, [r15 + slot.len]
+    mov         rcx, [r15 + slot.hash]
     call        asmbpe_tab_insert
     test        eax, eax
     jz          .merge_next
     movsxd      rax, eax
     mov         [rsp + C_STATUS], rax
 .merge_next:
-    add         r15, SLOT
+    add         r15, slot_size
     jmp         .merge_slot
 .free_table:                                    ; keep it, empty, in t
-    mov         qword [r14 + T_USED], 0
-    mov         qword [r14 + T_TOTAL], 0
-    mov         [rbx + T_THREAD_TABS + r13 * 8], r14
+    mov         qword [r14 + wtab.used], 0
+    mov         qword [r14 + wtab.total], 0
+    mov         [rbx + wtab.thread_tabs + r13 * 8], r14
 .next_table:
     inc         r13
     jmp         .merge_table
@@ -632,7 +632,7 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
     mov         rax, [rsp + C_STATUS]
     test        rax, rax
     jnz         .ret
-    mov         rax, [rbx + T_USED]
+    mov         rax, [rbx + wtab.used]
     jmp         .ret
 .ret_status:
     movsxd      rax, eax
@@ -650,8 +650,8 @@ ENDFUNC
 ;-----------------------------------------------------------------------------
 FUNC asmbpe_wordtab_export, 4, 12, 0, t, bytes, ends, counts
     mov         rbx, tq
-    mov         r8, [rbx + T_SLOTS]
-    mov         r9, [rbx + T_MASK]
+    mov         r8, [rbx + wtab.slots]
+    mov         r9, [rbx + wtab.mask]
     inc         r9
     shl         r9, 5
     add         r9, r8                          ; end of slots
@@ -663,20 +663,20 @@ FUNC asmbpe_wordtab_export, 4, 12, 0, t, bytes, ends, counts
 .slot:
     cmp         r8, r9
     jae         .ret
-    mov         rdx, [r8 + S_COUNT]
+    mov         rdx, [r8 + slot.count]
     test        rdx, rdx
     jz          .next
     mov         [r14 + rax * 8], rdx
-    mov         rsi, [r8 + S_KEY]
-    add         rsi, [rbx + T_BASE]
+    mov         rsi, [r8 + slot.key]
+    add         rsi, [rbx + wtab.base]
     lea         rdi, [r10 + r11]
-    mov         rcx, [r8 + S_LEN]
+    mov         rcx, [r8 + slot.len]
     add         r11, rcx
     rep movsb
     mov         [rbp + rax * 8], r11
     inc         rax
 .next:
-    add         r8, SLOT
+    add         r8, slot_size
     jmp         .slot
 .ret:
     RET
@@ -720,7 +720,7 @@ FUNC asmbpe_wordtab_add, 5, 15, 0, t, bytes, ends, counts, n
     inc         rbp
     jmp         .word
 .done:
-    mov         rax, [rbx + T_USED]
+    mov         rax, [rbx + wtab.used]
     jmp         .ret
 .fail:
     movsxd      rax, eax

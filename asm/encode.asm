@@ -836,9 +836,6 @@ ENDFUNC
 ; Returns the ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
 ; Not for two calls at once on one encoder (the threads' caches are shared).
 ;-----------------------------------------------------------------------------
-%define EN_OUT      (6 * 8 + 8)                 ; stack arguments after pushes
-%define EN_COUNTS   (6 * 8 + 16)
-%define EN_FRONT    (6 * 8 + 24)
 %define EN_FRAME    104                         ; job; calls aligned
 
 FUNC asmbpe_encode, 6, 6, 0, e, text, ends, ndocs, threads, flags
@@ -849,8 +846,8 @@ ENDFUNC                                         ; arguments are where they were)
 ; asmbpe_encode_impl: asmbpe_encode and asmbpe_encode_docs (flags checked,
 ; EF_DOCPTRS set by the latter)
 HIDDEN
-FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
-    sub         rsp, EN_FRAME
+FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, counts, front
+    STACK_ALLOC EN_FRAME
     mov         rax, ASMBPE_EINVAL
     test        threadsq, threadsq
     jz          .ret
@@ -864,14 +861,14 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
     mov         [rsp + J_ENDS], endsq
     mov         [rsp + J_NDOCS], ndocsq
     mov         [rsp + J_FLAGS], flagsq
-    mov         rax, [rsp + EN_FRAME + EN_OUT]
+    mov         rax, outm
     mov         [rsp + J_OUT], rax
-    mov         rax, [rsp + EN_FRAME + EN_COUNTS]
+    mov         rax, countsm
     mov         [rsp + J_COUNTS], rax
     mov         rax, [rsp + J_OUT]              ; thread 0's ids: from front
     test        qword [rsp + J_FLAGS], EF_CLAIMS ; when given (EF_CLAIMS),
     jz          .front_is_out                   ; else from out[0]
-    mov         rcx, [rsp + EN_FRAME + EN_FRONT]
+    mov         rcx, frontm
     test        rcx, rcx
     cmovnz      rax, rcx
 .front_is_out:
@@ -1001,7 +998,7 @@ FUNC asmbpe_encode_impl, 6, 15, 0, e, text, ends, ndocs, threads, flags
 .enomem:
     mov         rax, ASMBPE_ENOMEM
 .ret:
-    add         rsp, EN_FRAME
+    STACK_FREE  EN_FRAME
     RET
 ENDFUNC
 

@@ -1793,11 +1793,8 @@ verify:
 ; verify found a disagreement (merges and stats are still written);
 ; ASMBPE_EINVAL, ASMBPE_ENOMEM, ASMBPE_ETHREAD.
 ;-----------------------------------------------------------------------------
-%define TR_COUNTS   (6 * 8 + 8)                 ; 7th argument, after pushes
-%define TR_STATS    (6 * 8 + 16)
-
-FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
-    sub         rsp, 8                          ; aligned calls
+FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, counts, stats
+    STACK_ALLOC 8                               ; aligned calls
     mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
     test        threadsq, threadsq
     jz          .ret
@@ -1818,8 +1815,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
 .threads_ok:
     xor         r8d, r8d                        ; the counting threads' empty
 .free_thread_tabs:                              ; tables: not needed here (a
-    mov         rdi, [r12 + T_THREAD_TABS + r8 * 8]     ; later count maps
-    mov         qword [r12 + T_THREAD_TABS + r8 * 8], 0 ; new ones)
+    mov         rdi, [r12 + wtab.thread_tabs + r8 * 8]     ; later count maps
+    mov         qword [r12 + wtab.thread_tabs + r8 * 8], 0 ; new ones)
     push        r8
     push        r8
     call        asmbpe_tab_free
@@ -1843,9 +1840,9 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         [rdi + X_NTH], r15
     mov         [rdi + X_FLAGS], rbx
     mov         [rdi + X_MERGES], rbp
-    mov         rax, [rsp + 8 + TR_COUNTS]
+    mov         rax, countsm
     mov         [rdi + X_COUNTS], rax
-    mov         rax, [rsp + 8 + TR_STATS]
+    mov         rax, statsm
     mov         [rdi + X_STATS], rax
     mov         r8, rax
     mov         rax, [r8 + ST_PER_MERGE * 8]    ; (an input)
@@ -1871,8 +1868,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     push        rax
     push        rax
     mov         rdi, [rsp + 16]
-    mov         r8, [r12 + T_SLOTS]
-    mov         r9, [r12 + T_MASK]
+    mov         r8, [r12 + wtab.slots]
+    mov         r9, [r12 + wtab.mask]
     inc         r9
     shl         r9, 5
     add         r9, r8
@@ -1881,15 +1878,15 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
 .count_slots:
     cmp         r8, r9
     jae         .counted
-    cmp         qword [r8 + S_COUNT], 0
+    cmp         qword [r8 + slot.count], 0
     je          .count_next
-    mov         rax, [r8 + S_LEN]
+    mov         rax, [r8 + slot.len]
     cmp         rax, 2
     jb          .count_next
     inc         r10
     add         r11, rax
 .count_next:
-    add         r8, SLOT
+    add         r8, slot_size
     jmp         .count_slots
 .counted:
     mov         [rdi + X_NW], r10
@@ -1923,8 +1920,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         [rdi + X_WC], rax
     test        rax, rax
     jz          .enomem
-    mov         r8, [r12 + T_SLOTS]             ; fill
-    mov         r9, [r12 + T_MASK]
+    mov         r8, [r12 + wtab.slots]             ; fill
+    mov         r9, [r12 + wtab.mask]
     inc         r9
     shl         r9, 5
     add         r9, r8
@@ -1935,10 +1932,10 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
 .fill_slot:
     cmp         r8, r9
     jae         .filled
-    mov         rax, [r8 + S_COUNT]
+    mov         rax, [r8 + slot.count]
     test        rax, rax
     jz          .fill_next
-    mov         rdx, [r8 + S_LEN]
+    mov         rdx, [r8 + slot.len]
     cmp         rdx, 2
     jb          .fill_next
     mov         rsi, [rdi + X_WC]
@@ -1946,8 +1943,8 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         rsi, [rdi + X_WS]
     mov         [rsi + r11 * 8], rcx
     inc         r11
-    mov         rsi, [r8 + S_KEY]
-    add         rsi, [r12 + T_BASE]
+    mov         rsi, [r8 + slot.key]
+    add         rsi, [r12 + wtab.base]
 .fill_byte:
     movzx       eax, byte [rsi]
     mov         [r10 + rcx * 2], ax
@@ -1958,7 +1955,7 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
     mov         word [r10 + rcx * 2], SEP
     inc         rcx
 .fill_next:
-    add         r8, SLOT
+    add         r8, slot_size
     jmp         .fill_slot
 .filled:
     mov         edx, W_TAIL
@@ -2224,6 +2221,6 @@ FUNC asmbpe_train, 6, 15, 0, tab, nmerges, mincount, threads, flags, merges
 .einval:
     mov         rax, ASMBPE_EINVAL
 .ret:
-    add         rsp, 8
+    STACK_FREE  8
     RET
 ENDFUNC

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Compare the machine code of two builds of libasmbpe.so routine by routine.
+
+A development tool for refactors of the assembly (moving routines between files,
+renaming layouts, struc instead of numbered offsets): it prints the routines whose
+instructions differ, ignoring where the routines landed.
+
+    python tools/asmdiff.py OLD.so NEW.so [--verbose]
+
+Each routine is the code between two labels without a '.' (nasm's local labels,
+`routine.loop`, stay inside their routine).  Instructions are compared with their
+addresses removed: branch targets as `<label+offset>`, RIP-relative operands by the
+symbol objdump names, and alignment nops dropped.  A routine's start alignment
+(its address mod 64) is reported separately, since a hot loop can move across a
+cache line without its instructions changing.  Exit status 1 when any routine
+differs or is missing on one side.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
+NOP = re.compile(r"^(data16 )*(cs )?(nop|xchg\s+ax,ax)\b")
+
+
+def routines(path: str) -> dict[str, tuple[int, list[str]]]:
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-M", "intel", path],
+                         check=True, capture_output=True, text=True).stdout
+    result: dict[str, tuple[int, list[str]]] = {}
+    current = None
+    for line in out.splitlines():
+        m = HEADER.match(line)
+        if m:
+            name = m.group(2)
+            if "." not in name:
+                current = name
+                result[current] = (int(m.group(1), 16), [])
+            continue
+        if current is None or "\t" not in line:
+            continue
+        insn = line.split("\t", 1)[1].strip()
+        if NOP.match(insn):
+            continue
+        insn = re.sub(r"\b[0-9a-f]+ (<[^>]+>)", r"\1", insn)        # branch targets
+        insn = re.sub(r"\.\.@\d+\.", "..@N.", insn)                # macro-local labels
+        insn = re.sub(r"\[rip\+0x[0-9a-f]+\]", "[rip+X]", insn)      # rip-relative
+        insn = re.sub(r"#\s*[0-9a-f]+\s*(<[^>]+>)?", r"# \1", insn)
+        result[current][1].append(re.sub(r"\s+", " ", insn))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    old, new = routines(argv[0]), routines(argv[1])
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a != "--verbose"]
+    bad = 0
+    for name in sorted(set(old) | set(new)):
+        if name not in new or name not in old:
+            print(f"{name}: only in {'old' if name in old else 'new'}")
+            bad += 1
+            continue
+        (a0, a), (b0, b) = old[name], new[name]
+        if a != b:
+            bad += 1
+            print(f"{name}: differs ({len(a)} vs {len(b)} instructions)")
+            if verbose:
+                import difflib
+                for d in difflib.unified_diff(a, b, lineterm="", n=1):
+                    print("   ", d)
+        elif a0 % 64 != b0 % 64:
+            print(f"{name}: same code, start mod 64 {a0 % 64} -> {b0 % 64}")
+    print(f"{len(old)} routines old, {len(new)} new, {bad} differ")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
