@@ -5,7 +5,10 @@ A development tool for refactors of the assembly (moving routines between files,
 renaming layouts, struc instead of numbered offsets): it prints the routines whose
 instructions differ, ignoring where the routines landed.
 
-    python tools/asmdiff.py OLD.so NEW.so [--verbose]
+    python tools/asmdiff.py OLD.so NEW.so [--verbose] [--rename OLD=NEW ...]
+
+--rename names a routine that was renamed (a label in the old build, its new name
+in the new one); branch targets inside the routines are renamed the same way.
 
 Each routine is the code between two labels without a '.' (nasm's local labels,
 `routine.loop`, stay inside their routine).  Instructions are compared with their
@@ -57,7 +60,11 @@ def main(argv: list[str]) -> int:
         return 2
     old, new = routines(argv[0]), routines(argv[1])
     verbose = "--verbose" in argv
-    argv = [a for a in argv if a != "--verbose"]
+    renames = dict(a.split("=", 1) for a in argv if "=" in a)
+    if renames:
+        pat = re.compile(r"<(" + "|".join(map(re.escape, renames)) + r")([.+>])")
+        old = {renames.get(k, k): (a0, [pat.sub(lambda m: "<" + renames[m.group(1)] + m.group(2), i)
+                                        for i in a]) for k, (a0, a) in old.items()}
     bad = 0
     for name in sorted(set(old) | set(new)):
         if name not in new or name not in old:
