@@ -39,6 +39,10 @@ def routines(path: str) -> dict[str, tuple[int, list[str]]]:
             name = m.group(2)
             if "." not in name:
                 current = name
+                n = 2
+                while current in result:        # two files' local labels of one name
+                    current = f"{name}#{n}"
+                    n += 1
                 result[current] = (int(m.group(1), 16), [])
             continue
         if current is None or "\t" not in line:
