@@ -4,8 +4,10 @@
 #
 #   1. installs nasm and binutils with apt-get when missing (as root; otherwise it
 #      prints the sudo command to run and stops),
-#   2. pip-installs this checkout in editable mode with the test extra,
-#   3. builds harness/libasmbpe.so (python3 build.py),
+#   2. pip-installs this checkout in editable mode with the test extra (which
+#      assembles harness/libasmbpe.so through setup.py -> build.py),
+#   3. runs python3 build.py (up to date after step 2; the command to rerun
+#      after editing asm/),
 #   4. runs `asmbpe check`, previews the chunks of datasets/kjv.txt, and trains a
 #      tokenizer on it (the main job): datasets/kjv.tokenizer.bin.
 #

@@ -15,6 +15,7 @@ from ._lib import LibraryError
 from .pretok import split, split_offsets
 from .tokenizer import Tokenizer
 from .train import TrainError, TrainResult, train
+from ._version import __version__
 
 __all__ = ["split", "split_offsets", "twin", "LibraryError", "train", "TrainResult",
            "TrainError", "Tokenizer"]

@@ -1,5 +1,8 @@
-"""The one place that loads the assembly: cffi cdef from asm/asmbpe.h, dlopen
-of libasmbpe.so (and, for tests, libasmbpe_test.so), and the CPU check."""
+"""The one place that loads the assembly: cffi cdef from the package's asmbpe.h
+(build.py's copy of asm/asmbpe.h), dlopen of the package's libasmbpe.so, and the
+CPU check.  Nothing outside the installed package is read, except by the
+development tools: checkasm_lib() loads build/libasmbpe_test.so and declares
+asm/test/asmbpe_test.h from a source checkout."""
 from __future__ import annotations
 
 import functools
@@ -9,10 +12,12 @@ from pathlib import Path
 from cffi import FFI
 
 PKG = Path(__file__).resolve().parent
-ROOT = PKG.parent
-HEADER = ROOT / "asm" / "asmbpe.h"
+HEADER = PKG / "asmbpe.h"
 LIB_PATH = PKG / "libasmbpe.so"
-TEST_LIB_PATH = PKG / "libasmbpe_test.so"
+# development only: a source checkout's test library (never in a wheel)
+ROOT = PKG.parent
+TEST_HEADER = ROOT / "asm" / "test" / "asmbpe_test.h"
+TEST_LIB_PATH = ROOT / "build" / "libasmbpe_test.so"
 
 REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
 
@@ -21,25 +26,33 @@ class LibraryError(RuntimeError):
     """The library is missing, or this CPU cannot run it."""
 
 
-def _cdef_source() -> str:
-    text = HEADER.read_text()
+def _not_built(name: str) -> LibraryError:
+    return LibraryError(f"{name} is not built: run `python build.py` in the source checkout "
+                        f"(or reinstall asmbpe with pip); looked in {PKG}")
+
+
+def _cdef_source(path: Path) -> str:
+    text = path.read_text()
     # cffi's cdef takes declarations only: drop #include / #ifndef / #define
     return "\n".join(line for line in text.splitlines() if not re.match(r"\s*#", line))
 
 
 ffi = FFI()
-ffi.cdef(_cdef_source())
+if HEADER.exists():
+    ffi.cdef(_cdef_source(HEADER))
 
 
 def _open(path: Path):
     if not path.exists():
-        raise LibraryError(f"{path.name} is not built: run `python build.py` in {ROOT}")
+        raise _not_built(path.name)
     return ffi.dlopen(str(path))
 
 
 @functools.cache
 def lib():
     """The loaded libasmbpe.so, after checking the CPU features it needs."""
+    if not HEADER.exists():
+        raise _not_built(HEADER.name)
     handle = _open(LIB_PATH)
     flags = handle.asmbpe_cpu_flags()
     missing = [name for name, bit in REQUIRED.items() if not flags & bit]
@@ -52,6 +65,12 @@ def lib():
 
 @functools.cache
 def checkasm_lib():
-    """The test-only libasmbpe_test.so (checked-call trampoline)."""
+    """The test-only libasmbpe_test.so (checked-call trampoline, bench trampoline,
+    barrier torture test) of a source checkout, its declarations added to ffi."""
     lib()
-    return _open(TEST_LIB_PATH)
+    if not TEST_HEADER.exists() or not TEST_LIB_PATH.exists():
+        raise LibraryError(
+            f"the test library is not built: run `python build.py` in a source checkout "
+            f"(it is not part of an installed wheel); looked for {TEST_LIB_PATH}")
+    ffi.cdef(_cdef_source(TEST_HEADER))
+    return ffi.dlopen(str(TEST_LIB_PATH))
