@@ -54,6 +54,13 @@ section .text
 ; verify found a disagreement (merges and stats are still written);
 ; ASMBPE_EINVAL, ASMBPE_ENOMEM, ASMBPE_ETHREAD.
 ;-----------------------------------------------------------------------------
+%define at_tab     r12   ; the word table t (until the result is kept there)
+%define at_nth     r15   ; threads (1 in naive mode)
+%define at_nth_d   r15d  ; (32-bit view)
+%define at_flags   rbx   ; flags (until .free_rest: then at_ctx)
+%define at_flags_d ebx   ; (32-bit view)
+%define at_merges  rbp   ; merges out
+; (the context lives in [rsp]; r13 and r14 are each phase's loop registers)
 FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, counts, stats
     STACK_ALLOC 8                               ; aligned calls
     mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
@@ -64,20 +71,20 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rax, 65535 - 256
     cmp         nmergesq, rax
     ja          .einval
-    mov         r12, tabq
+    mov         at_tab, tabq
     mov         r13, nmergesq
     mov         r14, mincountq
-    mov         r15, threadsq
-    mov         rbx, flagsq
-    mov         rbp, mergesq
-    test        ebx, TF_NAIVE
+    mov         at_nth, threadsq
+    mov         at_flags, flagsq
+    mov         at_merges, mergesq
+    test        at_flags_d, TF_NAIVE
     jz          .threads_ok
-    mov         r15d, 1
+    mov         at_nth_d, 1
 .threads_ok:
     xor         r8d, r8d                        ; the counting threads' empty
 .free_thread_tabs:                              ; tables: not needed here (a
-    mov         rdi, [r12 + wtab.thread_tabs + r8 * 8]     ; later count maps
-    mov         qword [r12 + wtab.thread_tabs + r8 * 8], 0 ; new ones)
+    mov         rdi, [at_tab + wtab.thread_tabs + r8 * 8]  ; later count maps
+    mov         qword [at_tab + wtab.thread_tabs + r8 * 8], 0 ; new ones)
     push        r8
     push        r8
     call        asmbpe_tab_free
@@ -98,9 +105,9 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     inc         r14
 .mc:
     mov         [rdi + tctx.mincount], r14
-    mov         [rdi + tctx.nth], r15
-    mov         [rdi + tctx.flags], rbx
-    mov         [rdi + tctx.merges], rbp
+    mov         [rdi + tctx.nth], at_nth
+    mov         [rdi + tctx.flags], at_flags
+    mov         [rdi + tctx.merges], at_merges
     mov         rax, countsm
     mov         [rdi + tctx.counts], rax
     mov         rax, statsm
@@ -119,9 +126,9 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         qword [r8 + ST_SOLO_MERGE * 8], -1
     mov         rax, [rdi + tctx.pm]
     mov         [r8 + ST_PER_MERGE * 8], rax
-    mov         [r8 + ST_THREADS * 8], r15
+    mov         [r8 + ST_THREADS * 8], at_nth
     lea         rdi, [rdi + tctx.bar]
-    mov         rsi, r15
+    mov         rsi, at_nth
     call        asmbpe_barrier_init
 
     ; ---- layout: words of two or more bytes as u16 runs ------------------
@@ -129,8 +136,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     push        rax
     push        rax
     mov         rdi, [rsp + 16]
-    mov         r8, [r12 + wtab.slots]
-    mov         r9, [r12 + wtab.mask]
+    mov         r8, [at_tab + wtab.slots]
+    mov         r9, [at_tab + wtab.mask]
     inc         r9
     shl         r9, 5
     add         r9, r8
@@ -181,8 +188,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [rdi + tctx.wc], rax
     test        rax, rax
     jz          .enomem
-    mov         r8, [r12 + wtab.slots]             ; fill
-    mov         r9, [r12 + wtab.mask]
+    mov         r8, [at_tab + wtab.slots]          ; fill
+    mov         r9, [at_tab + wtab.mask]
     inc         r9
     shl         r9, 5
     add         r9, r8
@@ -205,7 +212,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [rsi + r11 * 8], rcx
     inc         r11
     mov         rsi, [r8 + slot.key]
-    add         rsi, [r12 + wtab.base]
+    add         rsi, [at_tab + wtab.base]
 .fill_byte:
     movzx       eax, byte [rsi]
     mov         [r10 + rcx * 2], ax
@@ -228,7 +235,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     test        qword [rdi + tctx.flags], TF_RELEASE
     jz          .keep_words                     ; the caller is done with t:
     push        rdi                             ; its pages go back before
-    mov         rdi, r12                        ; the filters, pair table and
+    mov         rdi, at_tab                     ; the filters, pair table and
     call        asmbpe_wordtab_release          ; heap fault theirs in (the
     pop         rdi                             ; kernel hands the same,
 .keep_words:                                    ; recently used, pages out)
@@ -271,7 +278,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     ; ---- delta maps, pair table, heap ------------------------------------
     xor         r13d, r13d
 .dms:
-    cmp         r13, r15
+    cmp         r13, at_nth
     jae         .dms_done
     call        dm_alloc
     mov         rdi, [rsp]
@@ -302,7 +309,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     test        rax, rax
     jz          .enomem
     call        segments
-    test        ebx, TF_NAIVE
+    test        at_flags_d, TF_NAIVE
     jnz         .naive
 
     RDTSC64                                     ; ---- initial pair counts
@@ -353,7 +360,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     jne         .loop_done
     lea         rdi, [worker]
     mov         rsi, [rsp + 16]
-    mov         rdx, r15
+    mov         rdx, at_nth
     call        asmbpe_parallel
     mov         rdi, [rsp + 16]
     test        eax, eax
@@ -368,7 +375,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rdi, [rsp]
     mov         r8, [rdi + tctx.stats]
     mov         [r8 + ST_CYC_LOOP * 8], rax
-    test        ebx, TF_VERIFY
+    test        at_flags_d, TF_VERIFY
     jz          .cleanup
     RDTSC64
     push        rax
@@ -407,7 +414,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         r8, [rdi + tctx.stats]
     xor         r13d, r13d
 .sum_threads:
-    cmp         r13, r15
+    cmp         r13, at_nth
     jae         .summed
     mov         rax, [rdi + tctx.dm + r13 * 8]
     test        rax, rax
@@ -426,7 +433,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [r8 + ST_PEAK_BYTES * 8], rax
     xor         r13d, r13d
 .free_dms:
-    cmp         r13, r15
+    cmp         r13, at_nth
     jae         .free_rest
     mov         rdi, [rsp]
     mov         rdi, [rdi + tctx.dm + r13 * 8]
@@ -434,34 +441,35 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     inc         r13
     jmp         .free_dms
 .free_rest:
-    mov         rbx, [rsp]
-    cmp         qword [rbx + tctx.pt], 0
+%define at_ctx     rbx   ; from here on: the context
+    mov         at_ctx, [rsp]
+    cmp         qword [at_ctx + tctx.pt], 0
     je          .no_pt
-    mov         rdi, rbx
+    mov         rdi, at_ctx
     call        pt_free
 .no_pt:
-    mov         rdi, [rbx + tctx.h]
-    mov         rsi, [rbx + tctx.hcap]
+    mov         rdi, [at_ctx + tctx.h]
+    mov         rsi, [at_ctx + tctx.hcap]
     shl         rsi, 4
     call        asmbpe_unmap
-    mov         rdi, [rbx + tctx.w]
-    mov         rsi, [rbx + tctx.wbytes]
+    mov         rdi, [at_ctx + tctx.w]
+    mov         rsi, [at_ctx + tctx.wbytes]
     call        asmbpe_unmap
-    mov         rdi, [rbx + tctx.bloom]
-    mov         rsi, [rbx + tctx.blbytes]
+    mov         rdi, [at_ctx + tctx.bloom]
+    mov         rsi, [at_ctx + tctx.blbytes]
     call        asmbpe_unmap
-    mov         rdi, [rbx + tctx.ws]
-    mov         rsi, [rbx + tctx.nwcap]
+    mov         rdi, [at_ctx + tctx.ws]
+    mov         rsi, [at_ctx + tctx.nwcap]
     call        asmbpe_unmap
-    mov         rdi, [rbx + tctx.wc]
-    mov         rsi, [rbx + tctx.nwcap]
+    mov         rdi, [at_ctx + tctx.wc]
+    mov         rsi, [at_ctx + tctx.nwcap]
     call        asmbpe_unmap
-    mov         rax, [rbx + tctx.status]           ; the result
+    mov         rax, [at_ctx + tctx.status]        ; the result
     test        rax, rax
     jnz         .free_ctx
-    mov         r8, [rbx + tctx.stats]
+    mov         r8, [at_ctx + tctx.stats]
     mov         rax, [r8 + ST_MERGES * 8]
-    test        qword [rbx + tctx.flags], TF_VERIFY
+    test        qword [at_ctx + tctx.flags], TF_VERIFY
     jz          .free_ctx                       ; (the stats still tell)
     cmp         qword [r8 + ST_VERIFY_MERGE * 8], -1
     jne         .verify_failed
@@ -471,7 +479,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rax, ASMBPE_EVERIFY
 .free_ctx:
     mov         r12, rax
-    mov         rdi, rbx
+    mov         rdi, at_ctx
     mov         esi, (tctx_size + 4095) & ~4095
     call        asmbpe_unmap
     mov         rax, r12
@@ -485,3 +493,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     STACK_FREE  8
     RET
 ENDFUNC
+%undef  at_tab
+%undef  at_nth
+%undef  at_nth_d
+%undef  at_flags
+%undef  at_merges
+%undef  at_flags_d
+%undef  at_ctx

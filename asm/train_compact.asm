@@ -21,36 +21,42 @@ section .text
 ; positions: SEGS_PER_THREAD per thread (at most MAX_THREADS), claimed by
 ; the threads one at a time each merge so uneven rewrite work evens out.
 ; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+%define sg_ctx  rdi   ; the context
+%define sg_nseg r8    ; segments
+%define sg_nw   r9    ; words
+%define sg_ws   r10   ; word starts
+%define sg_i    r11   ; the segment bound being placed
+%define sg_i_d  r11d  ; (32-bit view)
 PROC segments
-    mov         r8, [rdi + tctx.nth]
-    cmp         r8, 1
+    mov         sg_nseg, [sg_ctx + tctx.nth]
+    cmp         sg_nseg, 1
     je          .nseg
-    shl         r8, 3                           ; x SEGS_PER_THREAD
+    shl         sg_nseg, 3                      ; x SEGS_PER_THREAD
     mov         eax, MAX_THREADS
-    cmp         r8, rax
-    cmova       r8, rax
+    cmp         sg_nseg, rax
+    cmova       sg_nseg, rax
 .nseg:
-    mov         [rdi + tctx.nseg], r8d
-    mov         r9, [rdi + tctx.nw]
-    mov         r10, [rdi + tctx.ws]
-    mov         qword [rdi + tctx.seg], 0
-    mov         [rdi + tctx.seg + r8 * 8], r9
-    mov         r11d, 1
+    mov         [sg_ctx + tctx.nseg], r8d
+    mov         sg_nw, [sg_ctx + tctx.nw]
+    mov         sg_ws, [sg_ctx + tctx.ws]
+    mov         qword [sg_ctx + tctx.seg], 0
+    mov         [sg_ctx + tctx.seg + sg_nseg * 8], sg_nw
+    mov         sg_i_d, 1
 .each:
-    cmp         r11, r8
+    cmp         sg_i, sg_nseg
     jae         .ret
-    mov         rax, [rdi + tctx.wlen]
-    mul         r11
-    div         r8                              ; bound
+    mov         rax, [sg_ctx + tctx.wlen]
+    mul         sg_i
+    div         sg_nseg                         ; bound
     mov         rsi, rax
     xor         eax, eax                        ; first k with WS[k] >= bound
-    mov         rcx, r9
+    mov         rcx, sg_nw
 .bs:
     cmp         rax, rcx
     jae         .have
     lea         rdx, [rax + rcx]
     shr         rdx, 1
-    cmp         [r10 + rdx * 8], rsi
+    cmp         [sg_ws + rdx * 8], rsi
     jae         .left
     lea         rax, [rdx + 1]
     jmp         .bs
@@ -58,32 +64,48 @@ PROC segments
     mov         rcx, rdx
     jmp         .bs
 .have:
-    mov         [rdi + tctx.seg + r11 * 8], rax
-    inc         r11
+    mov         [sg_ctx + tctx.seg + sg_i * 8], rax
+    inc         sg_i
     jmp         .each
 .ret:
     ret
 ENDPROC
+%undef  sg_ctx
+%undef  sg_nseg
+%undef  sg_nw
+%undef  sg_ws
+%undef  sg_i
+%undef  sg_i_d
 
 ; compact: rdi = ctx.  Drops the SEP padding left by rewrites and the words
 ; down to one token (they have no pairs), moving the rest to the front.
 ; Keeps rdi.
+%define cp_ctx    rbx   ; the context
+%define cp_w      r8    ; W
+%define cp_ws     r9    ; word starts
+%define cp_wc     r10   ; word counts
+%define cp_k      r11   ; word read
+%define cp_k_d    r11d  ; (32-bit view)
+%define cp_kept   r12   ; words kept (the next word written)
+%define cp_kept_d r12d  ; (32-bit view)
+%define cp_wpos   rcx   ; write position in W
+%define cp_wpos_d ecx   ; (32-bit view)
 PROC compact
     SAVE        rbx, r12
-    mov         rbx, rdi
-    mov         r8, [rbx + tctx.w]
-    mov         r9, [rbx + tctx.ws]
-    mov         r10, [rbx + tctx.wc]
-    xor         r11d, r11d                      ; k (read)
-    xor         r12d, r12d                      ; words kept
-    mov         ecx, 1                          ; write position (W[0] = SEP)
+    mov         cp_ctx, rdi
+    mov         cp_w, [cp_ctx + tctx.w]
+    mov         cp_ws, [cp_ctx + tctx.ws]
+    mov         cp_wc, [cp_ctx + tctx.wc]
+    xor         cp_k_d, cp_k_d                  ; k (read)
+    xor         cp_kept_d, cp_kept_d            ; words kept
+    mov         cp_wpos_d, 1                    ; write position (W[0] = SEP)
 .word:
-    cmp         r11, [rbx + tctx.nw]
+    cmp         cp_k, [cp_ctx + tctx.nw]
     jae         .done
-    mov         rsi, [r9 + r11 * 8]             ; s
+    mov         rsi, [cp_ws + cp_k * 8]         ; s
     mov         rdx, rsi
 .len:
-    cmp         word [r8 + rdx * 2], SEP
+    cmp         word [cp_w + rdx * 2], SEP
     je          .have_len
     inc         rdx
     jmp         .len
@@ -91,40 +113,50 @@ PROC compact
     sub         rdx, rsi                        ; len
     cmp         rdx, 2
     jb          .skip
-    mov         [r9 + r12 * 8], rcx
-    mov         rax, [r10 + r11 * 8]
-    mov         [r10 + r12 * 8], rax
-    inc         r12
+    mov         [cp_ws + cp_kept * 8], cp_wpos
+    mov         rax, [cp_wc + cp_k * 8]
+    mov         [cp_wc + cp_kept * 8], rax
+    inc         cp_kept
 .move:                                          ; forward copy: write <= read
-    movzx       eax, word [r8 + rsi * 2]
-    mov         [r8 + rcx * 2], ax
+    movzx       eax, word [cp_w + rsi * 2]
+    mov         [cp_w + cp_wpos * 2], ax
     inc         rsi
-    inc         rcx
+    inc         cp_wpos
     dec         rdx
     jnz         .move
-    mov         word [r8 + rcx * 2], SEP
-    inc         rcx
+    mov         word [cp_w + cp_wpos * 2], SEP
+    inc         cp_wpos
 .skip:
-    inc         r11
+    inc         cp_k
     jmp         .word
 .done:
-    mov         [rbx + tctx.wlen], rcx
-    mov         [rbx + tctx.nw], r12
-    mov         qword [rbx + tctx.dead], 0
+    mov         [cp_ctx + tctx.wlen], cp_wpos
+    mov         [cp_ctx + tctx.nw], cp_kept
+    mov         qword [cp_ctx + tctx.dead], 0
     mov         edx, W_TAIL                     ; SEP tail after the last word
 .tail:
-    mov         word [r8 + rcx * 2], SEP
-    inc         rcx
+    mov         word [cp_w + cp_wpos * 2], SEP
+    inc         cp_wpos
     dec         edx
     jnz         .tail
-    mov         rdi, rbx
+    mov         rdi, cp_ctx
     call        segments
     call        bloom_build
-    mov         rax, [rbx + tctx.stats]
+    mov         rax, [cp_ctx + tctx.stats]
     inc         qword [rax + ST_COMPACTIONS * 8]
-    mov         rdi, rbx
+    mov         rdi, cp_ctx
     RESTORE
 ENDPROC
+%undef  cp_ctx
+%undef  cp_w
+%undef  cp_ws
+%undef  cp_wc
+%undef  cp_k
+%undef  cp_k_d
+%undef  cp_kept
+%undef  cp_kept_d
+%undef  cp_wpos
+%undef  cp_wpos_d
 
 ;=============================================================================
 ; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
@@ -132,20 +164,21 @@ ENDPROC
 ; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
 ; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
 ;=============================================================================
+%define bb_ctx rsi   ; the context
 PROC bloom_build
     SAVE        rdi
-    mov         rsi, rdi
-    mov         rcx, [rsi + tctx.blbytes]
+    mov         bb_ctx, rdi
+    mov         rcx, [bb_ctx + tctx.blbytes]
     shr         rcx, 3                          ; qwords
-    mov         rdi, [rsi + tctx.bloom]
+    mov         rdi, [bb_ctx + tctx.bloom]
     xor         eax, eax
     rep stosq
-    mov         r8, [rsi + tctx.w]
-    mov         rdi, [rsi + tctx.bloom]
-    mov         r10, [rsi + tctx.blstride]
+    mov         r8, [bb_ctx + tctx.w]
+    mov         rdi, [bb_ctx + tctx.bloom]
+    mov         r10, [bb_ctx + tctx.blstride]
     xor         ecx, ecx
 .pos:
-    cmp         rcx, [rsi + tctx.wlen]
+    cmp         rcx, [bb_ctx + tctx.wlen]
     jae         .done
     movzx       eax, word [r8 + rcx * 2]
     cmp         eax, SEP
@@ -175,10 +208,10 @@ PROC bloom_build
     inc         rcx
     jmp         .pos
 .done:                                          ; tctx.cw[c]: the last word k with
-    mov         r8, [rsi + tctx.ws]                ; WS[k] <= c << CHUNK_SHIFT
-    mov         r9, [rsi + tctx.nw]
-    mov         r10, [rsi + tctx.cw]
-    mov         rcx, [rsi + tctx.wlen]
+    mov         r8, [bb_ctx + tctx.ws]             ; WS[k] <= c << CHUNK_SHIFT
+    mov         r9, [bb_ctx + tctx.nw]
+    mov         r10, [bb_ctx + tctx.cw]
+    mov         rcx, [bb_ctx + tctx.wlen]
     shr         rcx, CHUNK_SHIFT
     inc         rcx                             ; the chunks of [0, WLEN)
     xor         edx, edx                        ; c
@@ -203,3 +236,4 @@ PROC bloom_build
 .cw_done:
     RESTORE
 ENDPROC
+%undef  bb_ctx

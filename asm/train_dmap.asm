@@ -114,33 +114,40 @@ PROC dm_add
 ENDPROC
 
 ; dm_grow: rbx = map.  Doubles slots and list.  Keeps rsi, rdx, rdi, r10-r15.
+%define dg_map   rbx   ; the delta map
+%define dg_nold  r12   ; old slot count
+%define dg_slots r13   ; new slots
+%define dg_list  r14   ; new list
+%define dg_mask  r11   ; new mask
+%define dg_i     r9    ; index in the old list
+%define dg_i_d   r9d   ; (32-bit view)
 static dm_grow:function
 dm_grow:
     SAVE        rsi, rdx, rdi, r10, r11, r12, r13, r14
-    mov         r12, [rbx + dmap.mask]
-    inc         r12                             ; old nslots
-    lea         rdi, [r12 * 2]
+    mov         dg_nold, [dg_map + dmap.mask]
+    inc         dg_nold                         ; old nslots
+    lea         rdi, [dg_nold * 2]
     shl         rdi, 4
     call        asmbpe_map
     test        rax, rax
     jz          .fail
-    mov         r13, rax                        ; new slots
+    mov         dg_slots, rax                   ; new slots
     mov         rdi, rax
-    lea         rsi, [r12 * 2]
+    lea         rsi, [dg_nold * 2]
     call        pt_fill_empty
-    lea         rdi, [r12 * 8]                  ; new list: 2 x nslots x 4
+    lea         rdi, [dg_nold * 8]              ; new list: 2 x nslots x 4
     call        asmbpe_map
     test        rax, rax
     jz          .fail_slots
-    mov         r14, rax                        ; new list
-    mov         r10, [rbx + dmap.slots]
-    lea         r11, [r12 * 2 - 1]              ; new mask
-    xor         r9d, r9d                        ; i over the old list
+    mov         dg_list, rax                    ; new list
+    mov         r10, [dg_map + dmap.slots]
+    lea         dg_mask, [dg_nold * 2 - 1]      ; new mask
+    xor         dg_i_d, dg_i_d                  ; i over the old list
 .each:
-    cmp         r9, [rbx + dmap.used]
+    cmp         dg_i, [dg_map + dmap.used]
     jae         .swap
-    mov         rcx, [rbx + dmap.list]
-    mov         ecx, [rcx + r9 * 4]
+    mov         rcx, [dg_map + dmap.list]
+    mov         ecx, [rcx + dg_i * 4]
     shl         rcx, 4
     mov         esi, [r10 + rcx + pslot.key]
     mov         rdx, [r10 + rcx + pslot.val]
@@ -149,41 +156,48 @@ dm_grow:
     imul        rax, rdi
     shr         rax, 32
 .probe:
-    and         rax, r11
+    and         rax, dg_mask
     mov         rdi, rax
     shl         rdi, 4
-    cmp         dword [r13 + rdi + pslot.key], EMPTY_KEY
+    cmp         dword [dg_slots + rdi + pslot.key], EMPTY_KEY
     je          .put
     inc         rax
     jmp         .probe
 .put:
-    mov         [r13 + rdi + pslot.key], esi
-    mov         [r13 + rdi + pslot.val], rdx
-    mov         [r14 + r9 * 4], eax
-    inc         r9
+    mov         [dg_slots + rdi + pslot.key], esi
+    mov         [dg_slots + rdi + pslot.val], rdx
+    mov         [dg_list + dg_i * 4], eax
+    inc         dg_i
     jmp         .each
 .swap:                                          ; header first: syscalls clobber r11
-    mov         rdi, [rbx + dmap.slots]
-    mov         r10, [rbx + dmap.list]
-    mov         [rbx + dmap.slots], r13
-    mov         [rbx + dmap.list], r14
-    mov         [rbx + dmap.mask], r11
-    mov         rsi, r12
+    mov         rdi, [dg_map + dmap.slots]
+    mov         r10, [dg_map + dmap.list]
+    mov         [dg_map + dmap.slots], dg_slots
+    mov         [dg_map + dmap.list], dg_list
+    mov         [dg_map + dmap.mask], dg_mask
+    mov         rsi, dg_nold
     shl         rsi, 4
     call        asmbpe_unmap
     mov         rdi, r10
-    lea         rsi, [r12 * 4]
+    lea         rsi, [dg_nold * 4]
     call        asmbpe_unmap
     jmp         .ret
 .fail_slots:
-    mov         rdi, r13
-    lea         rsi, [r12 * 2]
+    mov         rdi, dg_slots
+    lea         rsi, [dg_nold * 2]
     shl         rsi, 4
     call        asmbpe_unmap
 .fail:
-    mov         qword [rbx + dmap.status], ASMBPE_ENOMEM
+    mov         qword [dg_map + dmap.status], ASMBPE_ENOMEM
 .ret:
     RESTORE
+%undef  dg_map
+%undef  dg_nold
+%undef  dg_slots
+%undef  dg_list
+%undef  dg_mask
+%undef  dg_i
+%undef  dg_i_d
 
 ; dm_clear: rbx = map.  Frees the used slots.  Clobbers rax, rcx, rdx, r8.
 PROC dm_clear

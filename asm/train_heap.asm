@@ -17,9 +17,15 @@ section .text
 ;=============================================================================
 
 ; tr_heap_push: rdi = ctx, rsi = count, rdx = P.  Clobbers rax, rcx, r8-r11.
+%define hp_ctx  rdi   ; the context
+%define hp_cnt  rsi   ; count of the new entry
+%define hp_pair rdx   ; its P
+%define hp_hole rax   ; the hole moving up (an entry index)
+%define hp_ent  r8    ; the entries
+%define hp_par  r9    ; the hole's parent
 PROC tr_heap_push
-    mov         rax, [rdi + tctx.hn]
-    cmp         rax, [rdi + tctx.hcap]
+    mov         hp_hole, [hp_ctx + tctx.hn]
+    cmp         hp_hole, [hp_ctx + tctx.hcap]
     jb          .room
     push        rsi
     push        rdx
@@ -32,79 +38,90 @@ PROC tr_heap_push
     pop         rdi
     pop         rdx
     pop         rsi
-    test        rax, rax
+    test        rax, rax                        ; the moved entries
     jz          .enomem
-    mov         [rdi + tctx.h], rax
-    shl         qword [rdi + tctx.hcap], 1
-    mov         rax, [rdi + tctx.hn]
+    mov         [hp_ctx + tctx.h], rax
+    shl         qword [hp_ctx + tctx.hcap], 1
+    mov         hp_hole, [hp_ctx + tctx.hn]
 .room:
-    mov         r8, [rdi + tctx.h]
-    lea         rcx, [rax + 1]
-    mov         [rdi + tctx.hn], rcx
-.up:                                            ; rax = hole
-    test        rax, rax
+    mov         hp_ent, [hp_ctx + tctx.h]
+    lea         rcx, [hp_hole + 1]
+    mov         [hp_ctx + tctx.hn], rcx
+.up:
+    test        hp_hole, hp_hole
     jz          .place
-    lea         r9, [rax - 1]
-    shr         r9, 1                           ; parent
-    mov         r10, r9
+    lea         hp_par, [hp_hole - 1]
+    shr         hp_par, 1                       ; parent
+    mov         r10, hp_par
     shl         r10, 4
-    mov         r11, [r8 + r10 + hent.count]
-    mov         rcx, [r8 + r10 + hent.pair]
-    JBETTER     rsi, r11, rdx, rcx, .move_up
+    mov         r11, [hp_ent + r10 + hent.count]
+    mov         rcx, [hp_ent + r10 + hent.pair]
+    JBETTER     hp_cnt, r11, hp_pair, rcx, .move_up
     jmp         .place
 .move_up:
-    mov         r10, rax
+    mov         r10, hp_hole
     shl         r10, 4
-    mov         [r8 + r10 + hent.count], r11
-    mov         [r8 + r10 + hent.pair], rcx
-    mov         rax, r9
+    mov         [hp_ent + r10 + hent.count], r11
+    mov         [hp_ent + r10 + hent.pair], rcx
+    mov         hp_hole, hp_par
     jmp         .up
 .place:
-    shl         rax, 4
-    mov         [r8 + rax + hent.count], rsi
-    mov         [r8 + rax + hent.pair], rdx
+    shl         hp_hole, 4
+    mov         [hp_ent + hp_hole + hent.count], hp_cnt
+    mov         [hp_ent + hp_hole + hent.pair], hp_pair
     ret
 .enomem:
-    mov         qword [rdi + tctx.status], ASMBPE_ENOMEM
+    mov         qword [hp_ctx + tctx.status], ASMBPE_ENOMEM
     ret
 ENDPROC
+%undef  hp_ctx
+%undef  hp_cnt
+%undef  hp_pair
+%undef  hp_hole
+%undef  hp_ent
+%undef  hp_par
 
 ; tr_heap_pop: rdi = ctx (HN > 0).  Removes the top.  Clobbers rax, rcx, rdx,
 ; rsi, r8-r11.
+%define hq_ent   r8    ; the entries
+%define hq_n     r9    ; entries left
+%define hq_cnt   rsi   ; count of the entry sinking from the top (the last one)
+%define hq_child r10   ; the hole's best child (an entry index)
+%define hq_coff  r11   ; its byte offset
 PROC tr_heap_pop
-    mov         r8, [rdi + tctx.h]
-    mov         r9, [rdi + tctx.hn]
-    dec         r9
-    mov         [rdi + tctx.hn], r9
-    mov         rax, r9
+    mov         hq_ent, [rdi + tctx.h]
+    mov         hq_n, [rdi + tctx.hn]
+    dec         hq_n
+    mov         [rdi + tctx.hn], hq_n
+    mov         rax, hq_n
     shl         rax, 4
-    mov         rsi, [r8 + rax + hent.count]      ; the last entry sinks from 0
-    mov         rdx, [r8 + rax + hent.pair]
-    xor         eax, eax                        ; hole
+    mov         hq_cnt, [hq_ent + rax + hent.count] ; the last entry sinks from 0
+    mov         rdx, [hq_ent + rax + hent.pair]  ; (and its P in rdx)
+    xor         eax, eax                        ; rax: the hole (an entry index)
 .down:
-    lea         r10, [rax * 2 + 1]              ; left child
-    cmp         r10, r9
+    lea         hq_child, [rax * 2 + 1]         ; left child
+    cmp         hq_child, hq_n
     jae         .place
-    mov         r11, r10
-    shl         r11, 4
-    lea         rcx, [r10 + 1]
-    cmp         rcx, r9
+    mov         hq_coff, hq_child
+    shl         hq_coff, 4
+    lea         rcx, [hq_child + 1]
+    cmp         rcx, hq_n
     jae         .one_child
-    mov         rcx, [r8 + r11 + hent.count + hent_size]
+    mov         rcx, [hq_ent + hq_coff + hent.count + hent_size]
     push        rax
-    mov         rax, [r8 + r11 + hent.pair + hent_size]
-    JBETTER     rcx, [r8 + r11 + hent.count], rax, [r8 + r11 + hent.pair], .right
+    mov         rax, [hq_ent + hq_coff + hent.pair + hent_size]
+    JBETTER     rcx, [hq_ent + hq_coff + hent.count], rax, [hq_ent + hq_coff + hent.pair], .right
     pop         rax
     jmp         .one_child
 .right:
     pop         rax
-    inc         r10
-    add         r11, hent_size
-.one_child:                                     ; r10 = best child, r11 = its offset
-    mov         rcx, [r8 + r11 + hent.count]
+    inc         hq_child
+    add         hq_coff, hent_size
+.one_child:
+    mov         rcx, [hq_ent + hq_coff + hent.count]
     push        rax
-    mov         rax, [r8 + r11 + hent.pair]
-    JBETTER     rcx, rsi, rax, rdx, .move_down
+    mov         rax, [hq_ent + hq_coff + hent.pair]
+    JBETTER     rcx, hq_cnt, rax, rdx, .move_down
     pop         rax
     jmp         .place
 .move_down:
@@ -113,15 +130,20 @@ PROC tr_heap_pop
     push        rdx
     mov         rdx, rax
     shl         rdx, 4
-    mov         [r8 + rdx + hent.pair], rcx
-    mov         rcx, [r8 + r11 + hent.count]
-    mov         [r8 + rdx + hent.count], rcx
+    mov         [hq_ent + rdx + hent.pair], rcx
+    mov         rcx, [hq_ent + hq_coff + hent.count]
+    mov         [hq_ent + rdx + hent.count], rcx
     pop         rdx
-    mov         rax, r10
+    mov         rax, hq_child
     jmp         .down
 .place:
     shl         rax, 4
-    mov         [r8 + rax + hent.count], rsi
-    mov         [r8 + rax + hent.pair], rdx
+    mov         [hq_ent + rax + hent.count], hq_cnt
+    mov         [hq_ent + rax + hent.pair], rdx
     ret
 ENDPROC
+%undef  hq_ent
+%undef  hq_n
+%undef  hq_cnt
+%undef  hq_child
+%undef  hq_coff

@@ -61,54 +61,62 @@ ENDPROC
 ; choose: rdi = ctx.  Takes the best pair from the heap (lazy deletion: a
 ; stale top is re-pushed with its real count when lower, dropped when
 ; higher) and records it, or sets tctx.done.  Keeps rdi.
+%define ch_ctx    rbx   ; the context
+%define ch_cnt    r12   ; the top entry's count
+%define ch_pair   r13   ; its P
+%define ch_pair_d r13d  ; (32-bit view)
 PROC choose
     SAVE        rbx, r12, r13
-    mov         rbx, rdi
-    mov         r8, [rbx + tctx.stats]
+    mov         ch_ctx, rdi
+    mov         r8, [ch_ctx + tctx.stats]
     mov         rax, [r8 + ST_MERGES * 8]
-    cmp         rax, [rbx + tctx.nmerges]
+    cmp         rax, [ch_ctx + tctx.nmerges]
     jae         .done
 .top:
-    cmp         qword [rbx + tctx.hn], 0
+    cmp         qword [ch_ctx + tctx.hn], 0
     je          .done
-    mov         rax, [rbx + tctx.h]
-    mov         r12, [rax + hent.count]
-    mov         r13, [rax + hent.pair]
-    mov         rdi, rbx
-    mov         esi, r13d
+    mov         rax, [ch_ctx + tctx.h]
+    mov         ch_cnt, [rax + hent.count]
+    mov         ch_pair, [rax + hent.pair]
+    mov         rdi, ch_ctx
+    mov         esi, ch_pair_d
     call        pt_get
-    cmp         rax, r12
+    cmp         rax, ch_cnt
     jne         .stale
-    cmp         rax, [rbx + tctx.mincount]
+    cmp         rax, [ch_ctx + tctx.mincount]
     jb          .done                           ; (min_count >= 1: also 0)
-    mov         rdi, rbx
+    mov         rdi, ch_ctx
     call        tr_heap_pop
-    mov         rdi, rbx
-    mov         rsi, r12
-    mov         rdx, r13
+    mov         rdi, ch_ctx
+    mov         rsi, ch_cnt
+    mov         rdx, ch_pair
     call        record_merge
     jmp         .ret
 .stale:
     push        rax
     push        rax
-    mov         rdi, rbx
+    mov         rdi, ch_ctx
     call        tr_heap_pop
     pop         rax
     pop         rsi
-    cmp         rsi, r12
+    cmp         rsi, ch_cnt
     jae         .top                            ; higher: a fresher entry exists
     test        rsi, rsi
     jz          .top                            ; gone
-    mov         rdi, rbx
-    mov         rdx, r13
+    mov         rdi, ch_ctx
+    mov         rdx, ch_pair
     call        tr_heap_push
     jmp         .top
 .done:
-    mov         qword [rbx + tctx.done], 1
+    mov         qword [ch_ctx + tctx.done], 1
 .ret:
-    mov         rdi, rbx
+    mov         rdi, ch_ctx
     RESTORE
 ENDPROC
+%undef  ch_ctx
+%undef  ch_cnt
+%undef  ch_pair
+%undef  ch_pair_d
 
 ;=============================================================================
 ; coordinate (thread 0 between merges): apply every thread's deltas to the
@@ -128,170 +136,184 @@ ENDPROC
     prefetcht0  [%1]
 %endmacro
 
+%define co_ctx   r12   ; the context
+%define co_tsc   r15   ; rdtsc at the start of the phase being timed
+%define co_tid   r13   ; the thread whose deltas are applied
+%define co_tid_d r13d  ; (32-bit view)
+%define co_dm    rbx   ; its delta map (dm_clear reads rbx)
+%define co_i     r14   ; the delta being applied (index in its list)
+%define co_i_d   r14d  ; (32-bit view)
 static coordinate:function
 coordinate:
     SAVE        rbx, r12, r13, r14, r15
-    mov         r12, rdi
+    mov         co_ctx, rdi
     RDTSC64
-    mov         r15, rax
-    cmp         qword [r12 + tctx.nth], 1          ; go solo?
+    mov         co_tsc, rax
+    cmp         qword [co_ctx + tctx.nth], 1       ; go solo?
     jbe         .solo_done
-    cmp         qword [r12 + tctx.solo], 0
+    cmp         qword [co_ctx + tctx.solo], 0
     jne         .solo_done
     xor         eax, eax                        ; chunks this merge scanned
     xor         ecx, ecx
 .sum_chunks:
-    mov         rdx, [r12 + tctx.dm + rcx * 8]
+    mov         rdx, [co_ctx + tctx.dm + rcx * 8]
     add         rax, [rdx + dmap.chunks]
     mov         qword [rdx + dmap.chunks], 0
     inc         rcx
-    cmp         rcx, [r12 + tctx.nth]
+    cmp         rcx, [co_ctx + tctx.nth]
     jb          .sum_chunks
     cmp         rax, SOLO_CHUNKS
     jb          .cheap
-    mov         qword [r12 + tctx.cheap], 0
+    mov         qword [co_ctx + tctx.cheap], 0
     jmp         .solo_done
 .cheap:
-    inc         qword [r12 + tctx.cheap]
-    cmp         qword [r12 + tctx.cheap], SOLO_RUN
+    inc         qword [co_ctx + tctx.cheap]
+    cmp         qword [co_ctx + tctx.cheap], SOLO_RUN
     jb          .solo_done
-    mov         qword [r12 + tctx.solo], 1
-    mov         rax, [r12 + tctx.stats]
+    mov         qword [co_ctx + tctx.solo], 1
+    mov         rax, [co_ctx + tctx.stats]
     mov         rcx, [rax + ST_MERGES * 8]
     mov         [rax + ST_SOLO_MERGE * 8], rcx
 .solo_done:
-    mov         rax, [r12 + tctx.stats]            ; the merge just scanned
+    mov         rax, [co_ctx + tctx.stats]         ; the merge just scanned
     mov         rax, [rax + ST_MERGES * 8]
     dec         rax
-    mov         [r12 + tctx.pmm], rax
-    xor         r13d, r13d                      ; thread
+    mov         [co_ctx + tctx.pmm], rax
+    xor         co_tid_d, co_tid_d              ; thread
 .thread:
-    cmp         r13, [r12 + tctx.nth]
+    cmp         co_tid, [co_ctx + tctx.nth]
     jae         .applied
-    mov         rbx, [r12 + tctx.dm + r13 * 8]
-    mov         rax, [rbx + dmap.status]
+    mov         co_dm, [co_ctx + tctx.dm + co_tid * 8]
+    mov         rax, [co_dm + dmap.status]
     test        rax, rax
     jz          .status_ok
-    mov         [r12 + tctx.status], rax
+    mov         [co_ctx + tctx.status], rax
 .status_ok:
-    mov         rax, [rbx + dmap.dead]
-    add         [r12 + tctx.dead], rax
-    mov         qword [rbx + dmap.dead], 0
-    mov         rcx, [r12 + tctx.pm]               ; per-merge records
+    mov         rax, [co_dm + dmap.dead]
+    add         [co_ctx + tctx.dead], rax
+    mov         qword [co_dm + dmap.dead], 0
+    mov         rcx, [co_ctx + tctx.pm]            ; per-merge records
     test        rcx, rcx
     jz          .no_record
-    mov         rax, [r12 + tctx.pmm]
+    mov         rax, [co_ctx + tctx.pmm]
     lea         rax, [rax + rax * 2]
     lea         rcx, [rcx + rax * 8]
-    mov         rax, [rbx + dmap.mwords]
+    mov         rax, [co_dm + dmap.mwords]
     add         [rcx + 8], rax
-    mov         rax, [rbx + dmap.repl]
+    mov         rax, [co_dm + dmap.repl]
     add         [rcx + 16], rax
 .no_record:
-    mov         qword [rbx + dmap.mwords], 0
-    mov         qword [rbx + dmap.repl], 0
-    xor         r14d, r14d                      ; prefetch the first
+    mov         qword [co_dm + dmap.mwords], 0
+    mov         qword [co_dm + dmap.repl], 0
+    xor         co_i_d, co_i_d                  ; prefetch the first
 .warm:                                          ; APPLY_AHEAD slots (the loop
-    cmp         r14, APPLY_AHEAD                ; prefetches the rest ahead)
+    cmp         co_i, APPLY_AHEAD               ; prefetches the rest ahead)
     jae         .warmed
-    cmp         r14, [rbx + dmap.used]
+    cmp         co_i, [co_dm + dmap.used]
     jae         .warmed
-    mov         rax, [rbx + dmap.list]
-    mov         eax, [rax + r14 * 4]
+    mov         rax, [co_dm + dmap.list]
+    mov         eax, [rax + co_i * 4]
     shl         rax, 4
-    add         rax, [rbx + dmap.slots]
+    add         rax, [co_dm + dmap.slots]
     mov         eax, [rax + pslot.key]
     PT_PREFETCH rax, rdx
-    inc         r14
+    inc         co_i
     jmp         .warm
 .warmed:
-    xor         r14d, r14d
+    xor         co_i_d, co_i_d
 .entry:
-    cmp         r14, [rbx + dmap.used]
+    cmp         co_i, [co_dm + dmap.used]
     jae         .thread_done
-    lea         rcx, [r14 + APPLY_AHEAD]        ; prefetch the pair-table slot
-    cmp         rcx, [rbx + dmap.used]            ; of the delta APPLY_AHEAD on
+    lea         rcx, [co_i + APPLY_AHEAD]       ; prefetch the pair-table slot
+    cmp         rcx, [co_dm + dmap.used]          ; of the delta APPLY_AHEAD on
     jae         .prefetched                     ; (the table is far larger than
-    mov         rax, [rbx + dmap.list]            ; the caches)
+    mov         rax, [co_dm + dmap.list]          ; the caches)
     mov         eax, [rax + rcx * 4]
     shl         rax, 4
-    add         rax, [rbx + dmap.slots]
+    add         rax, [co_dm + dmap.slots]
     mov         eax, [rax + pslot.key]
     PT_PREFETCH rax, rdx
 .prefetched:
-    mov         rax, [rbx + dmap.list]
-    mov         eax, [rax + r14 * 4]
+    mov         rax, [co_dm + dmap.list]
+    mov         eax, [rax + co_i * 4]
     shl         rax, 4
-    add         rax, [rbx + dmap.slots]
+    add         rax, [co_dm + dmap.slots]
     mov         rdx, [rax + pslot.val]
     test        rdx, rdx
     jz          .next_entry
     mov         esi, [rax + pslot.key]
     push        rdx
     push        rsi
-    mov         rdi, r12
+    mov         rdi, co_ctx
     call        pt_add                          ; rax = new count
     pop         rdx                             ; P
     pop         rcx                             ; delta
     test        rcx, rcx
     jle         .next_entry
-    mov         rdi, r12
+    mov         rdi, co_ctx
     mov         rsi, rax
     call        tr_heap_push
 .next_entry:
-    inc         r14
+    inc         co_i
     jmp         .entry
 .thread_done:
     call        dm_clear
-    inc         r13
+    inc         co_tid
     jmp         .thread
 .applied:
     RDTSC64
     mov         rcx, rax
-    sub         rax, r15
-    mov         r15, rcx
-    mov         rdx, [r12 + tctx.stats]
+    sub         rax, co_tsc
+    mov         co_tsc, rcx
+    mov         rdx, [co_ctx + tctx.stats]
     add         [rdx + ST_CYC_APPLY * 8], rax
-    cmp         qword [r12 + tctx.status], 0
+    cmp         qword [co_ctx + tctx.status], 0
     jne         .stop
-    mov         rdi, r12
+    mov         rdi, co_ctx
     call        choose
-    mov         dword [r12 + tctx.nextseg], 0      ; segments for the next merge
+    mov         dword [co_ctx + tctx.nextseg], 0   ; segments for the next merge
     RDTSC64
-    sub         rax, r15
-    mov         rdx, [r12 + tctx.stats]
+    sub         rax, co_tsc
+    mov         rdx, [co_ctx + tctx.stats]
     add         [rdx + ST_CYC_HEAP * 8], rax
-    cmp         qword [r12 + tctx.done], 0
+    cmp         qword [co_ctx + tctx.done], 0
     jne         .ret
-    mov         rax, [r12 + tctx.dead]             ; compact when half of W is
+    mov         rax, [co_ctx + tctx.dead]          ; compact when half of W is
     shl         rax, 1                          ; of no use any more
-    cmp         rax, [r12 + tctx.wlen]
+    cmp         rax, [co_ctx + tctx.wlen]
     jbe         .ret
     RDTSC64
-    mov         r15, rax
-    mov         rdi, r12
+    mov         co_tsc, rax
+    mov         rdi, co_ctx
     call        compact
     RDTSC64
-    sub         rax, r15
-    mov         rdx, [r12 + tctx.stats]
+    sub         rax, co_tsc
+    mov         rdx, [co_ctx + tctx.stats]
     add         [rdx + ST_CYC_COMPACT * 8], rax
     jmp         .ret
 .stop:
-    mov         qword [r12 + tctx.done], 1
+    mov         qword [co_ctx + tctx.done], 1
 .ret:
-    cmp         qword [r12 + tctx.pm], 0           ; the merge's cycles, chosen
+    cmp         qword [co_ctx + tctx.pm], 0        ; the merge's cycles, chosen
     je          .no_cycles                      ; to next chosen
     RDTSC64
     mov         rcx, rax
-    sub         rax, [r12 + tctx.tlast]
-    mov         [r12 + tctx.tlast], rcx
-    mov         rcx, [r12 + tctx.pmm]
+    sub         rax, [co_ctx + tctx.tlast]
+    mov         [co_ctx + tctx.tlast], rcx
+    mov         rcx, [co_ctx + tctx.pmm]
     lea         rcx, [rcx + rcx * 2]
     shl         rcx, 3
-    add         rcx, [r12 + tctx.pm]
+    add         rcx, [co_ctx + tctx.pm]
     mov         [rcx], rax
 .no_cycles:
     RESTORE
+%undef  co_ctx
+%undef  co_tsc
+%undef  co_tid
+%undef  co_tid_d
+%undef  co_dm
+%undef  co_i
+%undef  co_i_d
 
 ;=============================================================================
 ; worker(ctx, tid): the merge loop of every thread.  Barrier 1: the merge is
@@ -300,50 +322,56 @@ coordinate:
 ; Once tctx.solo is set (see train.inc), the other threads leave at barrier 1
 ; and thread 0 scans all of W and coordinates, merge after merge.
 ;=============================================================================
+%define wk_ctx r12   ; the context
+%define wk_tid r13   ; this thread
+%define wk_dm  rbx   ; its delta map
 PROC worker
     SAVE        rbx, r12, r13
-    mov         r12, rdi
-    mov         r13, rsi
-    mov         rbx, [r12 + tctx.dm + r13 * 8]
+    mov         wk_ctx, rdi
+    mov         wk_tid, rsi
+    mov         wk_dm, [wk_ctx + tctx.dm + wk_tid * 8]
 .round:
-    lea         rdi, [r12 + tctx.bar]
+    lea         rdi, [wk_ctx + tctx.bar]
     call        asmbpe_barrier_wait
-    cmp         qword [r12 + tctx.done], 0
+    cmp         qword [wk_ctx + tctx.done], 0
     jne         .exit
-    cmp         qword [r12 + tctx.solo], 0
+    cmp         qword [wk_ctx + tctx.solo], 0
     jne         .solo
 .claim:                                         ; next segment, any thread
     mov         eax, 1
-    lock xadd   [r12 + tctx.nextseg], eax
-    cmp         eax, [r12 + tctx.nseg]
+    lock xadd   [wk_ctx + tctx.nextseg], eax
+    cmp         eax, [wk_ctx + tctx.nseg]
     jae         .scanned
-    mov         rdi, r12
-    mov         rsi, rbx
-    mov         rdx, [r12 + tctx.seg + rax * 8]
-    mov         rcx, [r12 + tctx.seg + rax * 8 + 8]
+    mov         rdi, wk_ctx
+    mov         rsi, wk_dm
+    mov         rdx, [wk_ctx + tctx.seg + rax * 8]
+    mov         rcx, [wk_ctx + tctx.seg + rax * 8 + 8]
     call        scan_segment
     jmp         .claim
 .scanned:
-    lea         rdi, [r12 + tctx.bar]
+    lea         rdi, [wk_ctx + tctx.bar]
     call        asmbpe_barrier_wait
-    test        r13, r13
+    test        wk_tid, wk_tid
     jnz         .round
-    mov         rdi, r12
+    mov         rdi, wk_ctx
     call        coordinate
     jmp         .round
 .solo:
-    test        r13, r13
+    test        wk_tid, wk_tid
     jnz         .exit
 .solo_merge:
-    mov         rdi, r12
-    mov         rsi, rbx
+    mov         rdi, wk_ctx
+    mov         rsi, wk_dm
     xor         edx, edx
-    mov         rcx, [r12 + tctx.nw]
+    mov         rcx, [wk_ctx + tctx.nw]
     call        scan_segment
-    mov         rdi, r12
+    mov         rdi, wk_ctx
     call        coordinate
-    cmp         qword [r12 + tctx.done], 0
+    cmp         qword [wk_ctx + tctx.done], 0
     je          .solo_merge
 .exit:
     RESTORE
 ENDPROC
+%undef  wk_ctx
+%undef  wk_tid
+%undef  wk_dm

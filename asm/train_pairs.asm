@@ -137,82 +137,93 @@ ENDPROC
 ; table, twice the size unless at most a quarter of the slots held such
 ; pairs.  Keeps rdi.
 %define GROW_AHEAD  16      ; old slots between a new-slot prefetch and its use
+%define pg_ctx  rbx   ; the context
+%define pg_old  r12   ; old slots
+%define pg_nold r13   ; old slot count
+%define pg_cur  r14   ; old slot being read
+%define pg_end  r15   ; end of the old slots
 static pt_grow:function
 pt_grow:
     SAVE        rbx, r12, r13, r14, r15, rdi
-    mov         rbx, rdi
-    mov         r12, [rbx + tctx.pt]               ; old slots
-    mov         r13, [rbx + tctx.ptmask]
-    inc         r13                             ; old nslots
+    mov         pg_ctx, rdi
+    mov         pg_old, [pg_ctx + tctx.pt]         ; old slots
+    mov         pg_nold, [pg_ctx + tctx.ptmask]
+    inc         pg_nold                         ; old nslots
     xor         ecx, ecx                        ; live pairs (count > 0): the
-    mov         r15, r13                        ; others are dropped (absent
-    shl         r15, 4                          ; reads as 0; they come back
-    add         r15, r12                        ; as new pairs if ever needed)
-    mov         r14, r12
+    mov         pg_end, pg_nold                 ; others are dropped (absent
+    shl         pg_end, 4                       ; reads as 0; they come back
+    add         pg_end, pg_old                  ; as new pairs if ever needed)
+    mov         pg_cur, pg_old
 .live:
-    cmp         r14, r15
+    cmp         pg_cur, pg_end
     jae         .counted
-    cmp         dword [r14 + pslot.key], EMPTY_KEY
+    cmp         dword [pg_cur + pslot.key], EMPTY_KEY
     je          .live_next
-    cmp         qword [r14 + pslot.val], 0
+    cmp         qword [pg_cur + pslot.val], 0
     je          .live_next
     inc         rcx
 .live_next:
-    add         r14, pslot_size
+    add         pg_cur, pslot_size
     jmp         .live
 .counted:
-    mov         rsi, r13                        ; the same size when at most a
+    mov         rsi, pg_nold                    ; the same size when at most a
     shl         rcx, 2                          ; quarter is live, else twice
-    cmp         rcx, r13
+    cmp         rcx, pg_nold
     jb          .sized
     add         rsi, rsi
 .sized:
     call        pt_alloc
     test        eax, eax
     jnz         .fail
-    mov         r14, r12
-    mov         r15, r13
-    shl         r15, 4
-    add         r15, r12                        ; end of old slots
+    mov         pg_cur, pg_old
+    mov         pg_end, pg_nold
+    shl         pg_end, 4
+    add         pg_end, pg_old                  ; end of old slots
 .each:
-    cmp         r14, r15
+    cmp         pg_cur, pg_end
     jae         .done
-    lea         rax, [r14 + GROW_AHEAD * pslot_size] ; prefetch the new slot of the
-    cmp         rax, r15                        ; pair GROW_AHEAD slots on
+    lea         rax, [pg_cur + GROW_AHEAD * pslot_size] ; prefetch the new slot of the
+    cmp         rax, pg_end                     ; pair GROW_AHEAD slots on
     jae         .prefetched
     mov         eax, [rax + pslot.key]
     mov         rdx, PAIR_HASH_K
     imul        rax, rdx
     shr         rax, 32
-    and         rax, [rbx + tctx.ptmask]
+    and         rax, [pg_ctx + tctx.ptmask]
     shl         rax, 4
-    add         rax, [rbx + tctx.pt]
+    add         rax, [pg_ctx + tctx.pt]
     prefetcht0  [rax]
 .prefetched:
-    mov         esi, [r14 + pslot.key]
+    mov         esi, [pg_cur + pslot.key]
     cmp         esi, EMPTY_KEY
     je          .next
-    cmp         qword [r14 + pslot.val], 0
+    cmp         qword [pg_cur + pslot.val], 0
     je          .next
-    mov         rdi, rbx
+    mov         rdi, pg_ctx
     call        pt_lookup
     mov         [rax + pslot.key], esi
-    mov         rcx, [r14 + pslot.val]
+    mov         rcx, [pg_cur + pslot.val]
     mov         [rax + pslot.val], rcx
-    inc         qword [rbx + tctx.ptused]
+    inc         qword [pg_ctx + tctx.ptused]
 .next:
-    add         r14, pslot_size
+    add         pg_cur, pslot_size
     jmp         .each
 .done:
-    mov         rdi, r12
-    mov         rsi, r13
+    mov         rdi, pg_old
+    mov         rsi, pg_nold
     shl         rsi, 4
     call        asmbpe_unmap
     jmp         .ret
 .fail:                                          ; keep the old table
-    mov         [rbx + tctx.pt], r12
-    lea         rcx, [r13 - 1]
-    mov         [rbx + tctx.ptmask], rcx
-    mov         qword [rbx + tctx.status], ASMBPE_ENOMEM
+    mov         [pg_ctx + tctx.pt], pg_old
+    lea         rcx, [pg_nold - 1]
+    mov         [pg_ctx + tctx.ptmask], rcx
+    mov         qword [pg_ctx + tctx.status], ASMBPE_ENOMEM
 .ret:
     RESTORE
+
+%undef  pg_ctx
+%undef  pg_old
+%undef  pg_nold
+%undef  pg_cur
+%undef  pg_end

@@ -24,94 +24,113 @@ section .text
 ; count_all_pairs: rdi = ctx.  Adds count(word) for every adjacent pair of
 ; every word to the pair table.  Keeps rdi.
 ;=============================================================================
+%define ca_ctx rbx   ; the context
+%define ca_k   r12   ; the word
+%define ca_k_d r12d  ; (32-bit view)
+%define ca_i   r13   ; the position of its pair
+%define ca_cnt r14   ; its count
+%define ca_w   r15   ; W
 PROC count_all_pairs
     SAVE        rbx, r12, r13, r14, r15
-    mov         rbx, rdi
-    xor         r12d, r12d                      ; k
+    mov         ca_ctx, rdi
+    xor         ca_k_d, ca_k_d                  ; k
 .word:
-    cmp         r12, [rbx + tctx.nw]
+    cmp         ca_k, [ca_ctx + tctx.nw]
     jae         .ret
-    mov         rax, [rbx + tctx.ws]
-    mov         r13, [rax + r12 * 8]            ; i
-    mov         rax, [rbx + tctx.wc]
-    mov         r14, [rax + r12 * 8]            ; count
-    mov         r15, [rbx + tctx.w]
+    mov         rax, [ca_ctx + tctx.ws]
+    mov         ca_i, [rax + ca_k * 8]          ; i
+    mov         rax, [ca_ctx + tctx.wc]
+    mov         ca_cnt, [rax + ca_k * 8]        ; count
+    mov         ca_w, [ca_ctx + tctx.w]
 .pair:
-    movzx       eax, word [r15 + r13 * 2 + 2]
+    movzx       eax, word [ca_w + ca_i * 2 + 2]
     cmp         eax, SEP
     je          .next_word
-    movzx       esi, word [r15 + r13 * 2]
+    movzx       esi, word [ca_w + ca_i * 2]
     shl         esi, 16
     or          esi, eax
-    mov         rdi, rbx
-    mov         rdx, r14
+    mov         rdi, ca_ctx
+    mov         rdx, ca_cnt
     call        pt_add
-    inc         r13
+    inc         ca_i
     jmp         .pair
 .next_word:
-    inc         r12
+    inc         ca_k
     jmp         .word
 .ret:
-    mov         rdi, rbx
+    mov         rdi, ca_ctx
     RESTORE
 ENDPROC
+%undef  ca_ctx
+%undef  ca_k
+%undef  ca_k_d
+%undef  ca_i
+%undef  ca_cnt
+%undef  ca_w
 
 ;=============================================================================
 ; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
 ; from scratch, take the best (highest count, then smallest pair), rewrite.
 ;=============================================================================
+%define nv_ctx    rbx   ; the context (the delta map around dm_clear)
+%define nv_best   r12   ; best count so far
+%define nv_best_d r12d  ; (32-bit view)
+%define nv_pair   r13   ; its P
+%define nv_pair_d r13d  ; (32-bit view)
+%define nv_slot   r8    ; pair-table slot being read
+%define nv_end    r9    ; end of the slots
 PROC naive_loop
     SAVE        rbx, r12, r13, r14, r15
-    mov         rbx, rdi
+    mov         nv_ctx, rdi
 .merge:
-    mov         r8, [rbx + tctx.stats]
-    mov         rax, [r8 + ST_MERGES * 8]
-    cmp         rax, [rbx + tctx.nmerges]
+    mov         nv_slot, [nv_ctx + tctx.stats]
+    mov         rax, [nv_slot + ST_MERGES * 8]
+    cmp         rax, [nv_ctx + tctx.nmerges]
     jae         .ret
-    mov         rdi, [rbx + tctx.pt]               ; clear the table
-    mov         rsi, [rbx + tctx.ptmask]
+    mov         rdi, [nv_ctx + tctx.pt]            ; clear the table
+    mov         rsi, [nv_ctx + tctx.ptmask]
     inc         rsi
     call        pt_fill_empty
-    mov         qword [rbx + tctx.ptused], 0
-    mov         rdi, rbx
+    mov         qword [nv_ctx + tctx.ptused], 0
+    mov         rdi, nv_ctx
     call        count_all_pairs
-    cmp         qword [rbx + tctx.status], 0
+    cmp         qword [nv_ctx + tctx.status], 0
     jne         .ret
-    mov         r8, [rbx + tctx.pt]                ; best slot
-    mov         r9, [rbx + tctx.ptmask]
-    inc         r9
-    shl         r9, 4
-    add         r9, r8
-    xor         r12d, r12d                      ; best count
-    mov         r13d, EMPTY_KEY                 ; best pair
+    mov         nv_slot, [nv_ctx + tctx.pt]        ; best slot
+    mov         nv_end, [nv_ctx + tctx.ptmask]
+    inc         nv_end
+    shl         nv_end, 4
+    add         nv_end, nv_slot
+    xor         nv_best_d, nv_best_d            ; best count
+    mov         nv_pair_d, EMPTY_KEY            ; best pair
 .slot:
-    cmp         r8, r9
+    cmp         nv_slot, nv_end
     jae         .chosen
-    mov         eax, [r8 + pslot.key]
+    mov         eax, [nv_slot + pslot.key]
     cmp         eax, EMPTY_KEY
     je          .next_slot
-    mov         rcx, [r8 + pslot.val]
-    JBETTER     rcx, r12, rax, r13, .better
+    mov         rcx, [nv_slot + pslot.val]
+    JBETTER     rcx, nv_best, rax, nv_pair, .better
     jmp         .next_slot
 .better:
-    mov         r12, rcx
-    mov         r13, rax
+    mov         nv_best, rcx
+    mov         nv_pair, rax
 .next_slot:
-    add         r8, pslot_size
+    add         nv_slot, pslot_size
     jmp         .slot
 .chosen:
-    test        r12, r12
+    test        nv_best, nv_best
     jz          .ret
-    cmp         r12, [rbx + tctx.mincount]
+    cmp         nv_best, [nv_ctx + tctx.mincount]
     jb          .ret
-    mov         rdi, rbx
-    mov         rsi, r12
-    mov         rdx, r13
+    mov         rdi, nv_ctx
+    mov         rsi, nv_best
+    mov         rdx, nv_pair
     call        record_merge
-    mov         rdi, rbx
-    mov         rsi, [rbx + tctx.dm]
+    mov         rdi, nv_ctx
+    mov         rsi, [nv_ctx + tctx.dm]
     xor         edx, edx
-    mov         rcx, [rbx + tctx.nw]
+    mov         rcx, [nv_ctx + tctx.nw]
     call        scan_segment
     push        rbx
     mov         rbx, [rbx + tctx.dm]               ; deltas unused here
@@ -121,74 +140,86 @@ PROC naive_loop
     pop         rbx
     test        rax, rax
     jz          .merge
-    mov         [rbx + tctx.status], rax
+    mov         [nv_ctx + tctx.status], rax
 .ret:
     RESTORE
 ENDPROC
+%undef  nv_ctx
+%undef  nv_best
+%undef  nv_best_d
+%undef  nv_pair
+%undef  nv_pair_d
+%undef  nv_slot
+%undef  nv_end
 
 ;=============================================================================
 ; verify: rdi = ctx.  Recounts every pair into a fresh table and compares it
 ; with the kept one both ways; the first disagreement goes to the stats.
 ;=============================================================================
+%define vf_ctx   rbx   ; the context
+%define vf_kept  r12   ; the kept table's slots
+%define vf_kmask r13   ; its mask
+%define vf_kused r14   ; its slots in use
+%define vf_cur   r15   ; slot being compared
 PROC verify
     SAVE        rbx, r12, r13, r14, r15
-    mov         rbx, rdi
-    mov         r12, [rbx + tctx.pt]               ; kept table
-    mov         r13, [rbx + tctx.ptmask]
-    mov         r14, [rbx + tctx.ptused]
-    mov         rdi, rbx
-    lea         rsi, [r13 + 1]
+    mov         vf_ctx, rdi
+    mov         vf_kept, [vf_ctx + tctx.pt]        ; kept table
+    mov         vf_kmask, [vf_ctx + tctx.ptmask]
+    mov         vf_kused, [vf_ctx + tctx.ptused]
+    mov         rdi, vf_ctx
+    lea         rsi, [vf_kmask + 1]
     call        pt_alloc
     test        eax, eax
     jnz         .enomem
-    mov         rdi, rbx
+    mov         rdi, vf_ctx
     call        count_all_pairs                 ; into the fresh table
     ; kept -> fresh
-    mov         r15, r12
+    mov         vf_cur, vf_kept
 .kept:
-    mov         rax, r13
+    mov         rax, vf_kmask
     inc         rax
     shl         rax, 4
-    add         rax, r12
-    cmp         r15, rax
+    add         rax, vf_kept
+    cmp         vf_cur, rax
     jae         .fresh
-    mov         esi, [r15 + pslot.key]
+    mov         esi, [vf_cur + pslot.key]
     cmp         esi, EMPTY_KEY
     je          .kept_next
-    mov         rdi, rbx
+    mov         rdi, vf_ctx
     call        pt_get
-    cmp         rax, [r15 + pslot.val]
+    cmp         rax, [vf_cur + pslot.val]
     je          .kept_next
-    mov         rdx, [r15 + pslot.val]
+    mov         rdx, [vf_cur + pslot.val]
     call        .report                         ; esi = P, rdx = kept, rax = true
 .kept_next:
-    add         r15, pslot_size
+    add         vf_cur, pslot_size
     jmp         .kept
 .fresh:                                         ; fresh -> kept (swap tables)
-    mov         r15, [rbx + tctx.pt]
-    push        qword [rbx + tctx.ptmask]
-    push        r15
-    mov         [rbx + tctx.pt], r12
-    mov         [rbx + tctx.ptmask], r13
+    mov         vf_cur, [vf_ctx + tctx.pt]
+    push        qword [vf_ctx + tctx.ptmask]
+    push        vf_cur
+    mov         [vf_ctx + tctx.pt], vf_kept
+    mov         [vf_ctx + tctx.ptmask], vf_kmask
 .fresh_slot:
     mov         rax, [rsp + 8]
     inc         rax
     shl         rax, 4
     add         rax, [rsp]
-    cmp         r15, rax
+    cmp         vf_cur, rax
     jae         .compared
-    mov         esi, [r15 + pslot.key]
+    mov         esi, [vf_cur + pslot.key]
     cmp         esi, EMPTY_KEY
     je          .fresh_next
-    mov         rdi, rbx
+    mov         rdi, vf_ctx
     call        pt_get                          ; kept count
-    cmp         rax, [r15 + pslot.val]
+    cmp         rax, [vf_cur + pslot.val]
     je          .fresh_next
     mov         rdx, rax
-    mov         rax, [r15 + pslot.val]
+    mov         rax, [vf_cur + pslot.val]
     call        .report
 .fresh_next:
-    add         r15, pslot_size
+    add         vf_cur, pslot_size
     jmp         .fresh_slot
 .compared:
     pop         rdi                             ; free the fresh table
@@ -196,16 +227,16 @@ PROC verify
     inc         rsi
     shl         rsi, 4
     call        asmbpe_unmap
-    mov         [rbx + tctx.ptused], r14
+    mov         [vf_ctx + tctx.ptused], vf_kused
     jmp         .ret
 .enomem:
-    mov         [rbx + tctx.pt], r12
-    mov         [rbx + tctx.ptmask], r13
-    mov         qword [rbx + tctx.status], ASMBPE_ENOMEM
+    mov         [vf_ctx + tctx.pt], vf_kept
+    mov         [vf_ctx + tctx.ptmask], vf_kmask
+    mov         qword [vf_ctx + tctx.status], ASMBPE_ENOMEM
 .ret:
     RESTORE
 .report:                                        ; first disagreement only
-    mov         r8, [rbx + tctx.stats]
+    mov         r8, [vf_ctx + tctx.stats]
     cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
     jne         .reported
     mov         ecx, esi
@@ -218,3 +249,8 @@ PROC verify
 .reported:
     ret
 ENDPROC
+%undef  vf_ctx
+%undef  vf_kept
+%undef  vf_kmask
+%undef  vf_kused
+%undef  vf_cur

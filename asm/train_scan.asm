@@ -70,44 +70,58 @@ endstruc
 ; read first, as most are set already; a locked OR when others may be
 ; writing the same qword (chunks span threads' segments), a plain one when
 ; thread 0 runs alone.  Empties the queue.  Clobbers rax, rcx, rdx.
+%define fm_dm    rbx   ; the delta map
+%define fm_ctx   r12   ; the context
+%define fm_n     r8    ; marks queued
+%define fm_i     r9    ; the mark being set
+%define fm_i_d   r9d   ; (32-bit view)
+%define fm_one   r10   ; 1 (shlx: the bit)
+%define fm_one_d r10d  ; (32-bit view)
 static flush_marks:function
 flush_marks:
-    push        r8
-    push        r9
-    push        r10
-    mov         r8, [rbx + dmap.nmarks]
-    xor         r9d, r9d
-    mov         r10d, 1
-    cmp         qword [r12 + tctx.nth], 1
+    push        fm_n
+    push        fm_i
+    push        fm_one
+    mov         fm_n, [fm_dm + dmap.nmarks]
+    xor         fm_i_d, fm_i_d
+    mov         fm_one_d, 1
+    cmp         qword [fm_ctx + tctx.nth], 1
     je          .plain
-    cmp         qword [r12 + tctx.solo], 0
+    cmp         qword [fm_ctx + tctx.solo], 0
     jne         .plain
 .locked:
-    cmp         r9, r8
+    cmp         fm_i, fm_n
     jae         .done
-    mov         rcx, [rbx + dmap.marks + r9 * 8]
-    inc         r9
-    shlx        rdx, r10, rcx                   ; (shlx takes the count mod 64)
+    mov         rcx, [fm_dm + dmap.marks + fm_i * 8]
+    inc         fm_i
+    shlx        rdx, fm_one, rcx                ; (shlx takes the count mod 64)
     shr         rcx, 6
     test        [rcx], rdx
     jnz         .locked
     lock or     [rcx], rdx
     jmp         .locked
 .plain:
-    cmp         r9, r8
+    cmp         fm_i, fm_n
     jae         .done
-    mov         rcx, [rbx + dmap.marks + r9 * 8]
-    inc         r9
-    shlx        rdx, r10, rcx
+    mov         rcx, [fm_dm + dmap.marks + fm_i * 8]
+    inc         fm_i
+    shlx        rdx, fm_one, rcx
     shr         rcx, 6
     or          [rcx], rdx
     jmp         .plain
 .done:
-    mov         qword [rbx + dmap.nmarks], 0
-    pop         r10
-    pop         r9
-    pop         r8
+    mov         qword [fm_dm + dmap.nmarks], 0
+    pop         fm_one
+    pop         fm_i
+    pop         fm_n
     ret
+%undef  fm_dm
+%undef  fm_ctx
+%undef  fm_n
+%undef  fm_i
+%undef  fm_i_d
+%undef  fm_one
+%undef  fm_one_d
 
 ; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
 ; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
@@ -135,61 +149,69 @@ flush_marks:
     and         %1, [%7 + %4 * 8]
 %endmacro
 
+%define sc_ctx  r12   ; the context
+%define sc_dm   rbx   ; this thread's delta map
+%define sc_word rbp   ; the word holding the cursor (from klo on)
+%define sc_w    r13   ; W
+%define sc_pos  r14   ; the cursor: next position of W to scan
+%define sc_end  r15   ; the segment's end position (the SEP before word khi)
+%define sc_va   ymm14 ; a in every word
+%define sc_vb   ymm15 ; b in every word
 PROC scan_segment
     SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, scan_frame_size
-    mov         r12, rdi
-    mov         rbx, rsi
-    mov         rbp, rdx                        ; klo: word holding the cursor
+    mov         sc_ctx, rdi
+    mov         sc_dm, rsi
+    mov         sc_word, rdx                    ; klo: word holding the cursor
     mov         [rsp + scan_frame.khi], rcx
     RDTSC64
     mov         [rsp + scan_frame.t0], rax
     mov         qword [rsp + scan_frame.pfc], 0
     mov         rcx, [rsp + scan_frame.khi]
-    cmp         rbp, rcx
+    cmp         sc_word, rcx
     jae         .done
-    mov         rdx, [r12 + tctx.ws]
-    mov         r14, [rdx + rbp * 8]            ; cursor: first word's start
-    mov         r15, [r12 + tctx.wlen]
-    cmp         rcx, [r12 + tctx.nw]
+    mov         rdx, [sc_ctx + tctx.ws]
+    mov         sc_pos, [rdx + sc_word * 8]     ; cursor: first word's start
+    mov         sc_end, [sc_ctx + tctx.wlen]
+    cmp         rcx, [sc_ctx + tctx.nw]
     jae         .have_end
-    mov         r15, [rdx + rcx * 8]
-    dec         r15                             ; the SEP before word khi
+    mov         sc_end, [rdx + rcx * 8]
+    dec         sc_end                          ; the SEP before word khi
 .have_end:
-    mov         r13, [r12 + tctx.w]
-    mov         rdx, [r12 + tctx.blstride]         ; the bucket bitmaps of a, b, t
-    mov         rax, [r12 + tctx.a]
+    mov         sc_w, [sc_ctx + tctx.w]
+    mov         rdx, [sc_ctx + tctx.blstride]      ; the bucket bitmaps of a, b, t
+    mov         rax, [sc_ctx + tctx.a]
     and         eax, FILT_MASK
     imul        rax, rdx
-    add         rax, [r12 + tctx.bloom]
+    add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.fa], rax
-    mov         rax, [r12 + tctx.b]
+    mov         rax, [sc_ctx + tctx.b]
     and         eax, FILT_MASK
     imul        rax, rdx
-    add         rax, [r12 + tctx.bloom]
+    add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.fb], rax
-    mov         rax, [r12 + tctx.t]
+    mov         rax, [sc_ctx + tctx.t]
     and         eax, FILT_MASK
     imul        rax, rdx
-    add         rax, [r12 + tctx.bloom]
+    add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.ft], rax
-    mov         eax, [r12 + tctx.a]
+    mov         eax, [sc_ctx + tctx.a]
     shl         eax, 16
-    or          eax, [r12 + tctx.b]
+    or          eax, [sc_ctx + tctx.b]
     PAIR_BUCKET eax
-    imul        rax, [r12 + tctx.blstride]
-    add         rax, [r12 + tctx.bloom]
+    imul        rax, [sc_ctx + tctx.blstride]
+    add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.fp], rax
 .load_pair:
-    vpbroadcastw ymm14, [r12 + tctx.a]
-    vpbroadcastw ymm15, [r12 + tctx.b]
+    vpbroadcastw sc_va, [sc_ctx + tctx.a]
+    vpbroadcastw sc_vb, [sc_ctx + tctx.b]
 .scan:                                          ; next chunk of W worth a scan
-    cmp         r14, r15
+    cmp         sc_pos, sc_end
     jae         .done
-    mov         rax, [r12 + tctx.remain]           ; every occurrence found (by
-    sub         rax, [rbx + dmap.found]           ; any thread, this one's not
+    mov         rax, [sc_ctx + tctx.remain]        ; every occurrence found (by
+    sub         rax, [sc_dm + dmap.found]         ; any thread, this one's not
     jle         .done                           ; yet published too): stop
-    mov         rax, r14
+    mov         rax, sc_pos
     shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
     mov         r8, [rsp + scan_frame.fa]
     mov         r9, [rsp + scan_frame.fb]
@@ -205,7 +227,7 @@ PROC scan_segment
 .vq:                                            ; FILT_HITS does one
     mov         rdx, rcx
     shl         rdx, 6 + CHUNK_SHIFT
-    cmp         rdx, r15                        ; past the segment: done
+    cmp         rdx, sc_end                     ; past the segment: done
     jae         .done
     vmovdqu     ymm4, [r9 + rcx * 8]            ; b's chunks q..q+3
     vmovdqu     ymm5, [r9 + rcx * 8 + 8]        ; and q+1..q+4
@@ -228,24 +250,24 @@ PROC scan_segment
     inc         rcx
     jmp         .vq_hit
 .chunk_found:
-    inc         qword [rbx + dmap.chunks]
+    inc         qword [sc_dm + dmap.chunks]
     tzcnt       rdx, rdx
     add         rax, rdx                        ; the chunk to scan
     mov         rsi, rax
     shl         rax, CHUNK_SHIFT
-    cmp         rax, r14
-    cmova       r14, rax
-    cmp         r14, r15
+    cmp         rax, sc_pos
+    cmova       sc_pos, rax
+    cmp         sc_pos, sc_end
     jae         .done
     add         rax, 1 << CHUNK_SHIFT
-    cmp         rax, r15
-    cmova       rax, r15
+    cmp         rax, sc_end
+    cmova       rax, sc_end
     mov         [rsp + scan_frame.cend], rax            ; end of this chunk's scan
-    mov         rax, [r12 + tctx.cw]               ; (prefetched) the chunk's
+    mov         rax, [sc_ctx + tctx.cw]            ; (prefetched) the chunk's
     mov         eax, [rax + rsi * 4]            ; first word: its start and
-    mov         rdx, [r12 + tctx.ws]               ; count, which a hit here
+    mov         rdx, [sc_ctx + tctx.ws]            ; count, which a hit here
     prefetcht0  [rdx + rax * 8]                 ; will read
-    mov         rdx, [r12 + tctx.wc]
+    mov         rdx, [sc_ctx + tctx.wc]
     prefetcht0  [rdx + rax * 8]
     inc         rsi                             ; keep PF_DIST candidates
     cmp         [rsp + scan_frame.pfc], rsi             ; ahead: start over past
@@ -257,22 +279,22 @@ PROC scan_segment
 .pf_one:
     call        .pf_next
 .vec:                                           ; 32 positions per round
-    cmp         r14, [rsp + scan_frame.cend]
+    cmp         sc_pos, [rsp + scan_frame.cend]
     jae         .scan
-    vmovdqu     ymm0, [r13 + r14 * 2]
-    vmovdqu     ymm1, [r13 + r14 * 2 + 2]
-    vmovdqu     ymm2, [r13 + r14 * 2 + 32]
-    vmovdqu     ymm3, [r13 + r14 * 2 + 34]
-    vpcmpeqw    ymm0, ymm0, ymm14               ; w[i] == a
-    vpcmpeqw    ymm1, ymm1, ymm15               ; w[i+1] == b
-    vpcmpeqw    ymm2, ymm2, ymm14
-    vpcmpeqw    ymm3, ymm3, ymm15
+    vmovdqu     ymm0, [sc_w + sc_pos * 2]
+    vmovdqu     ymm1, [sc_w + sc_pos * 2 + 2]
+    vmovdqu     ymm2, [sc_w + sc_pos * 2 + 32]
+    vmovdqu     ymm3, [sc_w + sc_pos * 2 + 34]
+    vpcmpeqw    ymm0, ymm0, sc_va               ; w[i] == a
+    vpcmpeqw    ymm1, ymm1, sc_vb               ; w[i+1] == b
+    vpcmpeqw    ymm2, ymm2, sc_va
+    vpcmpeqw    ymm3, ymm3, sc_vb
     vpand       ymm0, ymm0, ymm1
     vpand       ymm2, ymm2, ymm3
     vpor        ymm1, ymm0, ymm2
     vptest      ymm1, ymm1
     jnz         .hit
-    add         r14, 32
+    add         sc_pos, 32
     jmp         .vec
 .hit:
     vpmovmskb   eax, ymm0
@@ -281,52 +303,52 @@ PROC scan_segment
     or          rax, rcx
     tzcnt       rax, rax
     shr         eax, 1
-    add         rax, r14                        ; p
-    cmp         rax, r15
+    add         rax, sc_pos                     ; p
+    cmp         rax, sc_end
     jae         .done
-    mov         rdx, [r12 + tctx.ws]               ; last word k with WS[k] <= p:
+    mov         rdx, [sc_ctx + tctx.ws]            ; last word k with WS[k] <= p:
     mov         rcx, [rsp + scan_frame.khi]             ; gallop from the cursor's word,
     mov         r8, rax                         ; or from the last word that
     shr         r8, CHUNK_SHIFT                 ; starts before p's chunk when
-    mov         r9, [r12 + tctx.cw]                ; that is further on (both are
+    mov         r9, [sc_ctx + tctx.cw]             ; that is further on (both are
     mov         r8d, [r9 + r8 * 4]              ; <= p's word, < khi), then
-    cmp         r8, rbp                         ; bisect the last step
-    cmova       rbp, r8
+    cmp         r8, sc_word                     ; bisect the last step
+    cmova       sc_word, r8
     mov         r8d, 1
 .gallop:
-    lea         r9, [rbp + r8]
+    lea         r9, [sc_word + r8]
     cmp         r9, rcx
     jae         .bsearch
     cmp         [rdx + r9 * 8], rax
     ja          .gallop_done
-    mov         rbp, r9
+    mov         sc_word, r9
     add         r8, r8
     jmp         .gallop
 .gallop_done:
     mov         rcx, r9
 .bsearch:
-    lea         r8, [rbp + 1]
+    lea         r8, [sc_word + 1]
     cmp         r8, rcx
     jae         .found
-    lea         r8, [rbp + rcx]
+    lea         r8, [sc_word + rcx]
     shr         r8, 1
     cmp         [rdx + r8 * 8], rax
     ja          .go_left
-    mov         rbp, r8
+    mov         sc_word, r8
     jmp         .bsearch
 .go_left:
     mov         rcx, r8
     jmp         .bsearch
 .found:
     vzeroupper                                  ; calls ahead
-    mov         rsi, [rdx + rbp * 8]            ; s
+    mov         rsi, [rdx + sc_word * 8]        ; s
     mov         [rsp + scan_frame.s], rsi
-    mov         rdx, [r12 + tctx.wc]
-    mov         rcx, [rdx + rbp * 8]
+    mov         rdx, [sc_ctx + tctx.wc]
+    mov         rcx, [rdx + sc_word * 8]
     mov         [rsp + scan_frame.c], rcx
     mov         rax, rsi
 .find_end:
-    cmp         word [r13 + rax * 2], SEP
+    cmp         word [sc_w + rax * 2], SEP
     je          .have_e
     inc         rax
     jmp         .find_end
@@ -336,15 +358,15 @@ PROC scan_segment
     ; remaining -= count x occurrences
     mov         r10, [rsp + scan_frame.s]
     xor         r11d, r11d
-    movzx       r8d, word [r12 + tctx.a]
-    movzx       r9d, word [r12 + tctx.b]
+    movzx       r8d, word [sc_ctx + tctx.a]
+    movzx       r9d, word [sc_ctx + tctx.b]
 .occ:
     lea         rax, [r10 + 1]
     cmp         rax, [rsp + scan_frame.e]
     jae         .occ_done
-    cmp         [r13 + r10 * 2], r8w
+    cmp         [sc_w + r10 * 2], r8w
     jne         .occ_next
-    cmp         [r13 + r10 * 2 + 2], r9w
+    cmp         [sc_w + r10 * 2 + 2], r9w
     jne         .occ_next
     inc         r11
 .occ_next:
@@ -353,9 +375,9 @@ PROC scan_segment
 .occ_done:
     mov         rax, [rsp + scan_frame.c]
     imul        rax, r11
-    add         [rbx + dmap.found], rax
-    inc         qword [rbx + dmap.nfound]
-    test        qword [rbx + dmap.nfound], FOUND_BATCH - 1
+    add         [sc_dm + dmap.found], rax
+    inc         qword [sc_dm + dmap.nfound]
+    test        qword [sc_dm + dmap.nfound], FOUND_BATCH - 1
     jnz         .unpublished
     call        publish_found
 .unpublished:
@@ -371,69 +393,69 @@ PROC scan_segment
 .rw:
     cmp         r10, [rsp + scan_frame.e]
     jae         .rw_done
-    movzx       eax, word [r13 + r10 * 2]
-    cmp         ax, [r12 + tctx.a]
+    movzx       eax, word [sc_w + r10 * 2]
+    cmp         ax, [sc_ctx + tctx.a]
     jne         .copy
-    movzx       ecx, word [r13 + r10 * 2 + 2]   ; (SEP at the end: never b)
-    cmp         cx, [r12 + tctx.b]
+    movzx       ecx, word [sc_w + r10 * 2 + 2]  ; (SEP at the end: never b)
+    cmp         cx, [sc_ctx + tctx.b]
     jne         .copy
     cmp         r11, [rsp + scan_frame.s]
     jbe         .no_prev
-    movzx       esi, word [r13 + r11 * 2 - 2]   ; (p, a) -c
+    movzx       esi, word [sc_w + r11 * 2 - 2]  ; (p, a) -c
     shl         esi, 16
-    or          esi, [r12 + tctx.a]
+    or          esi, [sc_ctx + tctx.a]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    movzx       esi, word [r13 + r11 * 2 - 2]   ; (p, t) +c
+    movzx       esi, word [sc_w + r11 * 2 - 2]  ; (p, t) +c
     shl         esi, 16
-    or          esi, [r12 + tctx.t]
+    or          esi, [sc_ctx + tctx.t]
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_prev:
-    mov         esi, [r12 + tctx.a]                ; (a, b) -c
+    mov         esi, [sc_ctx + tctx.a]             ; (a, b) -c
     shl         esi, 16
-    or          esi, [r12 + tctx.b]
+    or          esi, [sc_ctx + tctx.b]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
     lea         rax, [r10 + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next
-    mov         esi, [r12 + tctx.b]                ; (b, n) -c
+    mov         esi, [sc_ctx + tctx.b]             ; (b, n) -c
     shl         esi, 16
-    movzx       eax, word [r13 + r10 * 2 + 4]
+    movzx       eax, word [sc_w + r10 * 2 + 4]
     or          esi, eax
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    mov         esi, [r12 + tctx.t]                ; (t, n) +c
+    mov         esi, [sc_ctx + tctx.t]             ; (t, n) +c
     shl         esi, 16
-    movzx       eax, word [r13 + r10 * 2 + 4]
+    movzx       eax, word [sc_w + r10 * 2 + 4]
     or          esi, eax
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_next:
-    mov         eax, [r12 + tctx.t]
-    mov         [r13 + r11 * 2], ax
+    mov         eax, [sc_ctx + tctx.t]
+    mov         [sc_w + r11 * 2], ax
     mov         rcx, [rsp + scan_frame.ft]              ; t is now in this chunk
     mov         rax, r11
     shr         rax, CHUNK_SHIFT
     SET_CHUNK_BIT rcx, rax, rdx
     cmp         r11, [rsp + scan_frame.s]               ; and so are the pairs
     jbe         .no_prev_pair                   ; (prev, t) and (t, next)
-    movzx       ecx, word [r13 + r11 * 2 - 2]   ; (prev: final; next: the
+    movzx       ecx, word [sc_w + r11 * 2 - 2]  ; (prev: final; next: the
     shl         ecx, 16                         ; old one, final unless it
-    or          ecx, [r12 + tctx.t]                ; is merged too, and then
+    or          ecx, [sc_ctx + tctx.t]             ; is merged too, and then
     lea         rax, [r11 - 1]                  ; its own (prev, t) counts)
     MARK_PAIR
 .no_prev_pair:
     lea         rax, [r10 + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next_pair
-    mov         ecx, [r12 + tctx.t]
+    mov         ecx, [sc_ctx + tctx.t]
     shl         ecx, 16
-    movzx       eax, word [r13 + r10 * 2 + 4]
+    movzx       eax, word [sc_w + r10 * 2 + 4]
     or          ecx, eax
     mov         rax, r11
     MARK_PAIR
@@ -443,7 +465,7 @@ PROC scan_segment
     inc         edi
     jmp         .rw
 .copy:
-    mov         [r13 + r11 * 2], ax
+    mov         [sc_w + r11 * 2], ax
     inc         r10
     inc         r11
     jmp         .rw
@@ -460,9 +482,9 @@ PROC scan_segment
     lea         rax, [r10 + 1]
     cmp         rax, r11
     jae         .pairs_marked
-    movzx       ecx, word [r13 + r10 * 2]
+    movzx       ecx, word [sc_w + r10 * 2]
     shl         ecx, 16
-    movzx       eax, word [r13 + r10 * 2 + 2]
+    movzx       eax, word [sc_w + r10 * 2 + 2]
     or          ecx, eax
     mov         rax, r10
     MARK_PAIR
@@ -473,33 +495,33 @@ PROC scan_segment
 .mark:
     cmp         r10, r11
     jae         .marked
-    movzx       ecx, word [r13 + r10 * 2]
+    movzx       ecx, word [sc_w + r10 * 2]
     and         ecx, FILT_MASK
-    imul        rcx, [r12 + tctx.blstride]
-    add         rcx, [r12 + tctx.bloom]
+    imul        rcx, [sc_ctx + tctx.blstride]
+    add         rcx, [sc_ctx + tctx.bloom]
     mov         rax, r10
     shr         rax, CHUNK_SHIFT
     SET_CHUNK_BIT rcx, rax, rdx
     inc         r10
     jmp         .mark
 .marked:
-    add         [rbx + dmap.repl], rdi
-    add         [rbx + dmap.dead], rdi            ; each replacement frees a slot
-    inc         qword [rbx + dmap.words]
-    inc         qword [rbx + dmap.mwords]
+    add         [sc_dm + dmap.repl], rdi
+    add         [sc_dm + dmap.dead], rdi          ; each replacement frees a slot
+    inc         qword [sc_dm + dmap.words]
+    inc         qword [sc_dm + dmap.mwords]
     mov         rax, r11
     sub         rax, [rsp + scan_frame.s]
     cmp         rax, 1
     jne         .fill
-    add         qword [rbx + dmap.dead], 2        ; one token left: word and SEP
+    add         qword [sc_dm + dmap.dead], 2      ; one token left: word and SEP
 .fill:
     cmp         r11, [rsp + scan_frame.e]
     jae         .word_done
-    mov         word [r13 + r11 * 2], SEP
+    mov         word [sc_w + r11 * 2], SEP
     inc         r11
     jmp         .fill
 .word_done:
-    mov         r14, [rsp + scan_frame.e]
+    mov         sc_pos, [rsp + scan_frame.e]
     jmp         .load_pair
 ; .pf_next: the next chunk the filters let through, from scan_frame.pfc on (at most
 ; PF_SPAN filter qwords): prefetch its W lines and its tctx.cw entry, move
@@ -509,7 +531,7 @@ PROC scan_segment
     mov         rax, [rsp + 8 + scan_frame.pfc]
     mov         rdx, rax
     shl         rdx, CHUNK_SHIFT
-    cmp         rdx, r15
+    cmp         rdx, sc_end
     jae         .pf_ret                         ; past the segment
     mov         r8, [rsp + 8 + scan_frame.fa]
     mov         r9, [rsp + 8 + scan_frame.fb]
@@ -529,7 +551,7 @@ PROC scan_segment
     jz          .pf_stop
     mov         rdx, rax
     shl         rdx, CHUNK_SHIFT
-    cmp         rdx, r15
+    cmp         rdx, sc_end
     jae         .pf_stop
     FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
     test        rdx, rdx
@@ -539,9 +561,9 @@ PROC scan_segment
     add         rax, rdx                        ; the chunk
     mov         rdx, rax
     shl         rdx, CHUNK_SHIFT + 1            ; its W bytes
-    prefetcht0  [r13 + rdx]
-    prefetcht0  [r13 + rdx + 64]
-    mov         rdx, [r12 + tctx.cw]
+    prefetcht0  [sc_w + rdx]
+    prefetcht0  [sc_w + rdx + 64]
+    mov         rdx, [sc_ctx + tctx.cw]
     prefetcht0  [rdx + rax * 4]
     inc         rax
 .pf_stop:
@@ -555,16 +577,29 @@ PROC scan_segment
     call        publish_found
     RDTSC64
     sub         rax, [rsp + scan_frame.t0]
-    add         [rbx + dmap.cyc], rax
+    add         [sc_dm + dmap.cyc], rax
     add         rsp, scan_frame_size
     RESTORE
 ENDPROC
+%undef  sc_ctx
+%undef  sc_dm
+%undef  sc_word
+%undef  sc_w
+%undef  sc_pos
+%undef  sc_end
+%undef  sc_va
+%undef  sc_vb
 
 ; publish_found: rbx = delta map, r12 = ctx.  tctx.remain -= dmap.found (locked),
 ; dmap.found = 0.  Clobbers rax.
+%define pf_dm  rbx   ; the delta map
+%define pf_ctx r12   ; the context
 static publish_found:function
 publish_found:
     xor         eax, eax
-    xchg        rax, [rbx + dmap.found]           ; (its own line: no other writer)
-    lock sub    [r12 + tctx.remain], rax
+    xchg        rax, [pf_dm + dmap.found]         ; (its own line: no other writer)
+    lock sub    [pf_ctx + tctx.remain], rax
     ret
+
+%undef  pf_dm
+%undef  pf_ctx
