@@ -188,7 +188,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [rdi + tctx.wc], rax
     test        rax, rax
     jz          .enomem
-    mov         r8, [at_tab + wtab.slots]          ; fill
+    mov         r8, [at_tab + wtab.slots]       ; fill
     mov         r9, [at_tab + wtab.mask]
     inc         r9
     shl         r9, 5
@@ -239,7 +239,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     call        asmbpe_wordtab_release          ; heap fault theirs in (the
     pop         rdi                             ; kernel hands the same,
 .keep_words:                                    ; recently used, pages out)
-    mov         rax, [rdi + tctx.wlen]             ; chunk filters: per bucket
+    mov         rax, [rdi + tctx.wlen]          ; chunk filters: per bucket
     shr         rax, CHUNK_SHIFT + 6            ; the qwords of every chunk,
     add         rax, 5                          ; and four more (the scan
     shl         rax, 3                          ; reads q .. q + 4)
@@ -288,7 +288,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     inc         r13
     jmp         .dms
 .dms_done:
-    mov         rax, [rdi + tctx.wlen]             ; the pair table: half as
+    mov         rax, [rdi + tctx.wlen]          ; the pair table: half as
     lzcnt       rcx, rax                        ; many slots as W has
     mov         esi, 1                          ; positions (rounded up to a
     neg         ecx                             ; power of two): the pairs
@@ -320,7 +320,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         r8, [rdi + tctx.stats]
     mov         rax, [rdi + tctx.ptused]
     mov         [r8 + ST_PAIRS * 8], rax
-    mov         r13, [rdi + tctx.pt]               ; heap of every pair
+    mov         r13, [rdi + tctx.pt]            ; heap of every pair
     mov         r14, [rdi + tctx.ptmask]
     inc         r14
     shl         r14, 4
@@ -355,7 +355,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     call        choose
     mov         dword [rdi + tctx.nextseg], 0
     RDTSC64
-    mov         [rdi + tctx.tlast], rax            ; the first merge is chosen
+    mov         [rdi + tctx.tlast], rax         ; the first merge is chosen
     cmp         qword [rdi + tctx.done], 0
     jne         .loop_done
     lea         rdi, [worker]
@@ -464,7 +464,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rdi, [at_ctx + tctx.wc]
     mov         rsi, [at_ctx + tctx.nwcap]
     call        asmbpe_unmap
-    mov         rax, [at_ctx + tctx.status]        ; the result
+    mov         rax, [at_ctx + tctx.status]     ; the result
     test        rax, rax
     jnz         .free_ctx
     mov         r8, [at_ctx + tctx.stats]

@@ -208,7 +208,7 @@ PROC bloom_build
     inc         rcx
     jmp         .pos
 .done:                                          ; tctx.cw[c]: the last word k with
-    mov         r8, [bb_ctx + tctx.ws]             ; WS[k] <= c << CHUNK_SHIFT
+    mov         r8, [bb_ctx + tctx.ws]          ; WS[k] <= c << CHUNK_SHIFT
     mov         r9, [bb_ctx + tctx.nw]
     mov         r10, [bb_ctx + tctx.cw]
     mov         rcx, [bb_ctx + tctx.wlen]

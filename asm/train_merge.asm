@@ -35,9 +35,9 @@ PROC record_merge
     shr         ecx, 16                         ; left
     mov         [rdi + tctx.a], rcx
     movzx       ecx, dx
-    mov         [rdi + tctx.b], rcx                ; right
+    mov         [rdi + tctx.b], rcx             ; right
     shl         ecx, 16
-    or          ecx, [rdi + tctx.a]                ; left | right << 16
+    or          ecx, [rdi + tctx.a]             ; left | right << 16
     mov         rdx, [rdi + tctx.merges]
     mov         [rdx + rax * 4], ecx
     mov         rdx, [rdi + tctx.counts]
@@ -50,7 +50,7 @@ PROC record_merge
     jne         .counted
     mov         [r8 + ST_VERIFY_MERGE * 8], rax ; the winning count went up
 .counted:
-    mov         [rdi + tctx.remain], rsi           ; all of the pair's count to find
+    mov         [rdi + tctx.remain], rsi        ; all of the pair's count to find
     lea         rcx, [rax + 256]
     mov         [rdi + tctx.t], rcx
     inc         rax
@@ -149,7 +149,7 @@ coordinate:
     mov         co_ctx, rdi
     RDTSC64
     mov         co_tsc, rax
-    cmp         qword [co_ctx + tctx.nth], 1       ; go solo?
+    cmp         qword [co_ctx + tctx.nth], 1    ; go solo?
     jbe         .solo_done
     cmp         qword [co_ctx + tctx.solo], 0
     jne         .solo_done
@@ -175,7 +175,7 @@ coordinate:
     mov         rcx, [rax + ST_MERGES * 8]
     mov         [rax + ST_SOLO_MERGE * 8], rcx
 .solo_done:
-    mov         rax, [co_ctx + tctx.stats]         ; the merge just scanned
+    mov         rax, [co_ctx + tctx.stats]      ; the merge just scanned
     mov         rax, [rax + ST_MERGES * 8]
     dec         rax
     mov         [co_ctx + tctx.pmm], rax
@@ -192,7 +192,7 @@ coordinate:
     mov         rax, [co_dm + dmap.dead]
     add         [co_ctx + tctx.dead], rax
     mov         qword [co_dm + dmap.dead], 0
-    mov         rcx, [co_ctx + tctx.pm]            ; per-merge records
+    mov         rcx, [co_ctx + tctx.pm]         ; per-merge records
     test        rcx, rcx
     jz          .no_record
     mov         rax, [co_ctx + tctx.pmm]
@@ -225,9 +225,9 @@ coordinate:
     cmp         co_i, [co_dm + dmap.used]
     jae         .thread_done
     lea         rcx, [co_i + APPLY_AHEAD]       ; prefetch the pair-table slot
-    cmp         rcx, [co_dm + dmap.used]          ; of the delta APPLY_AHEAD on
+    cmp         rcx, [co_dm + dmap.used]        ; of the delta APPLY_AHEAD on
     jae         .prefetched                     ; (the table is far larger than
-    mov         rax, [co_dm + dmap.list]          ; the caches)
+    mov         rax, [co_dm + dmap.list]        ; the caches)
     mov         eax, [rax + rcx * 4]
     shl         rax, 4
     add         rax, [co_dm + dmap.slots]
@@ -278,7 +278,7 @@ coordinate:
     add         [rdx + ST_CYC_HEAP * 8], rax
     cmp         qword [co_ctx + tctx.done], 0
     jne         .ret
-    mov         rax, [co_ctx + tctx.dead]          ; compact when half of W is
+    mov         rax, [co_ctx + tctx.dead]       ; compact when half of W is
     shl         rax, 1                          ; of no use any more
     cmp         rax, [co_ctx + tctx.wlen]
     jbe         .ret
@@ -294,7 +294,7 @@ coordinate:
 .stop:
     mov         qword [co_ctx + tctx.done], 1
 .ret:
-    cmp         qword [co_ctx + tctx.pm], 0        ; the merge's cycles, chosen
+    cmp         qword [co_ctx + tctx.pm], 0     ; the merge's cycles, chosen
     je          .no_cycles                      ; to next chosen
     RDTSC64
     mov         rcx, rax

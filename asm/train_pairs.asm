@@ -146,7 +146,7 @@ static pt_grow:function
 pt_grow:
     SAVE        rbx, r12, r13, r14, r15, rdi
     mov         pg_ctx, rdi
-    mov         pg_old, [pg_ctx + tctx.pt]         ; old slots
+    mov         pg_old, [pg_ctx + tctx.pt]      ; old slots
     mov         pg_nold, [pg_ctx + tctx.ptmask]
     inc         pg_nold                         ; old nslots
     xor         ecx, ecx                        ; live pairs (count > 0): the

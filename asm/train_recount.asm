@@ -87,7 +87,7 @@ PROC naive_loop
     mov         rax, [nv_slot + ST_MERGES * 8]
     cmp         rax, [nv_ctx + tctx.nmerges]
     jae         .ret
-    mov         rdi, [nv_ctx + tctx.pt]            ; clear the table
+    mov         rdi, [nv_ctx + tctx.pt]         ; clear the table
     mov         rsi, [nv_ctx + tctx.ptmask]
     inc         rsi
     call        pt_fill_empty
@@ -96,7 +96,7 @@ PROC naive_loop
     call        count_all_pairs
     cmp         qword [nv_ctx + tctx.status], 0
     jne         .ret
-    mov         nv_slot, [nv_ctx + tctx.pt]        ; best slot
+    mov         nv_slot, [nv_ctx + tctx.pt]     ; best slot
     mov         nv_end, [nv_ctx + tctx.ptmask]
     inc         nv_end
     shl         nv_end, 4
@@ -133,7 +133,7 @@ PROC naive_loop
     mov         rcx, [nv_ctx + tctx.nw]
     call        scan_segment
     push        rbx
-    mov         rbx, [rbx + tctx.dm]               ; deltas unused here
+    mov         rbx, [rbx + tctx.dm]            ; deltas unused here
     call        dm_clear
     mov         rax, [rbx + dmap.status]
     mov         qword [rbx + dmap.repl], 0
@@ -164,7 +164,7 @@ ENDPROC
 PROC verify
     SAVE        rbx, r12, r13, r14, r15
     mov         vf_ctx, rdi
-    mov         vf_kept, [vf_ctx + tctx.pt]        ; kept table
+    mov         vf_kept, [vf_ctx + tctx.pt]     ; kept table
     mov         vf_kmask, [vf_ctx + tctx.ptmask]
     mov         vf_kused, [vf_ctx + tctx.ptused]
     mov         rdi, vf_ctx

@@ -179,7 +179,7 @@ PROC scan_segment
     dec         sc_end                          ; the SEP before word khi
 .have_end:
     mov         sc_w, [sc_ctx + tctx.w]
-    mov         rdx, [sc_ctx + tctx.blstride]      ; the bucket bitmaps of a, b, t
+    mov         rdx, [sc_ctx + tctx.blstride]   ; the bucket bitmaps of a, b, t
     mov         rax, [sc_ctx + tctx.a]
     and         eax, FILT_MASK
     imul        rax, rdx
@@ -208,8 +208,8 @@ PROC scan_segment
 .scan:                                          ; next chunk of W worth a scan
     cmp         sc_pos, sc_end
     jae         .done
-    mov         rax, [sc_ctx + tctx.remain]        ; every occurrence found (by
-    sub         rax, [sc_dm + dmap.found]         ; any thread, this one's not
+    mov         rax, [sc_ctx + tctx.remain]     ; every occurrence found (by
+    sub         rax, [sc_dm + dmap.found]       ; any thread, this one's not
     jle         .done                           ; yet published too): stop
     mov         rax, sc_pos
     shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
@@ -262,17 +262,17 @@ PROC scan_segment
     add         rax, 1 << CHUNK_SHIFT
     cmp         rax, sc_end
     cmova       rax, sc_end
-    mov         [rsp + scan_frame.cend], rax            ; end of this chunk's scan
-    mov         rax, [sc_ctx + tctx.cw]            ; (prefetched) the chunk's
+    mov         [rsp + scan_frame.cend], rax    ; end of this chunk's scan
+    mov         rax, [sc_ctx + tctx.cw]         ; (prefetched) the chunk's
     mov         eax, [rax + rsi * 4]            ; first word: its start and
-    mov         rdx, [sc_ctx + tctx.ws]            ; count, which a hit here
+    mov         rdx, [sc_ctx + tctx.ws]         ; count, which a hit here
     prefetcht0  [rdx + rax * 8]                 ; will read
     mov         rdx, [sc_ctx + tctx.wc]
     prefetcht0  [rdx + rax * 8]
     inc         rsi                             ; keep PF_DIST candidates
-    cmp         [rsp + scan_frame.pfc], rsi             ; ahead: start over past
+    cmp         [rsp + scan_frame.pfc], rsi     ; ahead: start over past
     jae         .pf_one                         ; this chunk, or take one
-    mov         [rsp + scan_frame.pfc], rsi             ; more step
+    mov         [rsp + scan_frame.pfc], rsi     ; more step
 %rep PF_DIST - 1
     call        .pf_next
 %endrep
@@ -306,11 +306,11 @@ PROC scan_segment
     add         rax, sc_pos                     ; p
     cmp         rax, sc_end
     jae         .done
-    mov         rdx, [sc_ctx + tctx.ws]            ; last word k with WS[k] <= p:
-    mov         rcx, [rsp + scan_frame.khi]             ; gallop from the cursor's word,
+    mov         rdx, [sc_ctx + tctx.ws]         ; last word k with WS[k] <= p:
+    mov         rcx, [rsp + scan_frame.khi]     ; gallop from the cursor's word,
     mov         r8, rax                         ; or from the last word that
     shr         r8, CHUNK_SHIFT                 ; starts before p's chunk when
-    mov         r9, [sc_ctx + tctx.cw]             ; that is further on (both are
+    mov         r9, [sc_ctx + tctx.cw]          ; that is further on (both are
     mov         r8d, [r9 + r8 * 4]              ; <= p's word, < khi), then
     cmp         r8, sc_word                     ; bisect the last step
     cmova       sc_word, r8
@@ -381,148 +381,156 @@ PROC scan_segment
     jnz         .unpublished
     call        publish_found
 .unpublished:
+%define sc_rd     r10   ; the rewrite: position read (the .mark loops: position marked)
+%define sc_wr     r11   ; position written
+%define sc_nrep   rdi   ; replacements in this word
+%define sc_nrep_d edi   ; (32-bit view)
 
     ; rewrite in place, left to right, with the exact local deltas of each
     ; replacement of (a, b) at old position r by t at new position w:
     ;   prev p (new) : (p, a) -c, (p, t) +c;  (a, b) -c;
     ;   next n (old) : (b, n) -c, (t, n) +c
     ; (dm_add keeps r10, r11, rdi, rsi, rdx)
-    mov         r10, [rsp + scan_frame.s]               ; read
-    mov         r11, r10                        ; write
-    xor         edi, edi                        ; replacements
+    mov         sc_rd, [rsp + scan_frame.s]     ; read
+    mov         sc_wr, sc_rd                    ; write
+    xor         sc_nrep_d, sc_nrep_d            ; replacements
 .rw:
-    cmp         r10, [rsp + scan_frame.e]
+    cmp         sc_rd, [rsp + scan_frame.e]
     jae         .rw_done
-    movzx       eax, word [sc_w + r10 * 2]
+    movzx       eax, word [sc_w + sc_rd * 2]
     cmp         ax, [sc_ctx + tctx.a]
     jne         .copy
-    movzx       ecx, word [sc_w + r10 * 2 + 2]  ; (SEP at the end: never b)
+    movzx       ecx, word [sc_w + sc_rd * 2 + 2] ; (SEP at the end: never b)
     cmp         cx, [sc_ctx + tctx.b]
     jne         .copy
-    cmp         r11, [rsp + scan_frame.s]
+    cmp         sc_wr, [rsp + scan_frame.s]
     jbe         .no_prev
-    movzx       esi, word [sc_w + r11 * 2 - 2]  ; (p, a) -c
+    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, a) -c
     shl         esi, 16
     or          esi, [sc_ctx + tctx.a]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    movzx       esi, word [sc_w + r11 * 2 - 2]  ; (p, t) +c
+    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, t) +c
     shl         esi, 16
     or          esi, [sc_ctx + tctx.t]
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_prev:
-    mov         esi, [sc_ctx + tctx.a]             ; (a, b) -c
+    mov         esi, [sc_ctx + tctx.a]          ; (a, b) -c
     shl         esi, 16
     or          esi, [sc_ctx + tctx.b]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    lea         rax, [r10 + 2]
+    lea         rax, [sc_rd + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next
-    mov         esi, [sc_ctx + tctx.b]             ; (b, n) -c
+    mov         esi, [sc_ctx + tctx.b]          ; (b, n) -c
     shl         esi, 16
-    movzx       eax, word [sc_w + r10 * 2 + 4]
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
     or          esi, eax
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    mov         esi, [sc_ctx + tctx.t]             ; (t, n) +c
+    mov         esi, [sc_ctx + tctx.t]          ; (t, n) +c
     shl         esi, 16
-    movzx       eax, word [sc_w + r10 * 2 + 4]
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
     or          esi, eax
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_next:
     mov         eax, [sc_ctx + tctx.t]
-    mov         [sc_w + r11 * 2], ax
-    mov         rcx, [rsp + scan_frame.ft]              ; t is now in this chunk
-    mov         rax, r11
+    mov         [sc_w + sc_wr * 2], ax
+    mov         rcx, [rsp + scan_frame.ft]      ; t is now in this chunk
+    mov         rax, sc_wr
     shr         rax, CHUNK_SHIFT
     SET_CHUNK_BIT rcx, rax, rdx
-    cmp         r11, [rsp + scan_frame.s]               ; and so are the pairs
+    cmp         sc_wr, [rsp + scan_frame.s]     ; and so are the pairs
     jbe         .no_prev_pair                   ; (prev, t) and (t, next)
-    movzx       ecx, word [sc_w + r11 * 2 - 2]  ; (prev: final; next: the
+    movzx       ecx, word [sc_w + sc_wr * 2 - 2] ; (prev: final; next: the
     shl         ecx, 16                         ; old one, final unless it
-    or          ecx, [sc_ctx + tctx.t]             ; is merged too, and then
-    lea         rax, [r11 - 1]                  ; its own (prev, t) counts)
+    or          ecx, [sc_ctx + tctx.t]          ; is merged too, and then
+    lea         rax, [sc_wr - 1]                ; its own (prev, t) counts)
     MARK_PAIR
 .no_prev_pair:
-    lea         rax, [r10 + 2]
+    lea         rax, [sc_rd + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next_pair
     mov         ecx, [sc_ctx + tctx.t]
     shl         ecx, 16
-    movzx       eax, word [sc_w + r10 * 2 + 4]
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
     or          ecx, eax
-    mov         rax, r11
+    mov         rax, sc_wr
     MARK_PAIR
 .no_next_pair:
-    add         r10, 2
-    inc         r11
-    inc         edi
+    add         sc_rd, 2
+    inc         sc_wr
+    inc         sc_nrep_d
     jmp         .rw
 .copy:
-    mov         [sc_w + r11 * 2], ax
-    inc         r10
-    inc         r11
+    mov         [sc_w + sc_wr * 2], ax
+    inc         sc_rd
+    inc         sc_wr
     jmp         .rw
 .rw_done:
-    mov         rax, [rsp + scan_frame.s]               ; a word across a chunk
+    mov         rax, [rsp + scan_frame.s]       ; a word across a chunk
     shr         rax, CHUNK_SHIFT                ; boundary: its tokens may
-    mov         rcx, [rsp + scan_frame.e]               ; have moved to the chunk
+    mov         rcx, [rsp + scan_frame.e]       ; have moved to the chunk
     dec         rcx                             ; before: mark them all
     shr         rcx, CHUNK_SHIFT
     cmp         rax, rcx
     je          .marked
-    mov         r10, [rsp + scan_frame.s]               ; its pairs too
+    mov         sc_rd, [rsp + scan_frame.s]     ; its pairs too
 .mark_pairs:
-    lea         rax, [r10 + 1]
-    cmp         rax, r11
+    lea         rax, [sc_rd + 1]
+    cmp         rax, sc_wr
     jae         .pairs_marked
-    movzx       ecx, word [sc_w + r10 * 2]
+    movzx       ecx, word [sc_w + sc_rd * 2]
     shl         ecx, 16
-    movzx       eax, word [sc_w + r10 * 2 + 2]
+    movzx       eax, word [sc_w + sc_rd * 2 + 2]
     or          ecx, eax
-    mov         rax, r10
+    mov         rax, sc_rd
     MARK_PAIR
-    inc         r10
+    inc         sc_rd
     jmp         .mark_pairs
 .pairs_marked:
-    mov         r10, [rsp + scan_frame.s]
+    mov         sc_rd, [rsp + scan_frame.s]
 .mark:
-    cmp         r10, r11
+    cmp         sc_rd, sc_wr
     jae         .marked
-    movzx       ecx, word [sc_w + r10 * 2]
+    movzx       ecx, word [sc_w + sc_rd * 2]
     and         ecx, FILT_MASK
     imul        rcx, [sc_ctx + tctx.blstride]
     add         rcx, [sc_ctx + tctx.bloom]
-    mov         rax, r10
+    mov         rax, sc_rd
     shr         rax, CHUNK_SHIFT
     SET_CHUNK_BIT rcx, rax, rdx
-    inc         r10
+    inc         sc_rd
     jmp         .mark
 .marked:
-    add         [sc_dm + dmap.repl], rdi
-    add         [sc_dm + dmap.dead], rdi          ; each replacement frees a slot
+    add         [sc_dm + dmap.repl], sc_nrep
+    add         [sc_dm + dmap.dead], sc_nrep    ; each replacement frees a slot
     inc         qword [sc_dm + dmap.words]
     inc         qword [sc_dm + dmap.mwords]
-    mov         rax, r11
+    mov         rax, sc_wr
     sub         rax, [rsp + scan_frame.s]
     cmp         rax, 1
     jne         .fill
-    add         qword [sc_dm + dmap.dead], 2      ; one token left: word and SEP
+    add         qword [sc_dm + dmap.dead], 2    ; one token left: word and SEP
 .fill:
-    cmp         r11, [rsp + scan_frame.e]
+    cmp         sc_wr, [rsp + scan_frame.e]
     jae         .word_done
-    mov         word [sc_w + r11 * 2], SEP
-    inc         r11
+    mov         word [sc_w + sc_wr * 2], SEP
+    inc         sc_wr
     jmp         .fill
 .word_done:
     mov         sc_pos, [rsp + scan_frame.e]
     jmp         .load_pair
+%undef  sc_rd
+%undef  sc_wr
+%undef  sc_nrep
+%undef  sc_nrep_d
 ; .pf_next: the next chunk the filters let through, from scan_frame.pfc on (at most
 ; PF_SPAN filter qwords): prefetch its W lines and its tctx.cw entry, move
 ; scan_frame.pfc past it (past what was looked at when none).  Keeps rbx, rbp,
@@ -597,7 +605,7 @@ ENDPROC
 static publish_found:function
 publish_found:
     xor         eax, eax
-    xchg        rax, [pf_dm + dmap.found]         ; (its own line: no other writer)
+    xchg        rax, [pf_dm + dmap.found]       ; (its own line: no other writer)
     lock sub    [pf_ctx + tctx.remain], rax
     ret
 
