@@ -9,6 +9,9 @@ instructions differ, ignoring where the routines landed.
 
 --rename names a routine that was renamed (a label in the old build, its new name
 in the new one); branch targets inside the routines are renamed the same way.
+Branch targets are named by the routine that holds their address, so where two
+files have local labels of one name, calls to the second are to `name#2` (and
+`--rename name#2=NEW` renames them too).
 
 Each routine is the code between two labels without a '.' (nasm's local labels,
 `routine.loop`, stay inside their routine).  Instructions are compared with their
@@ -20,6 +23,7 @@ differs or is missing on one side.
 """
 from __future__ import annotations
 
+import bisect
 import re
 import subprocess
 import sys
@@ -31,18 +35,40 @@ NOP = re.compile(r"^(data16 )*(cs )?(nop|xchg\s+ax,ax)\b")
 def routines(path: str) -> dict[str, tuple[int, list[str]]]:
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-M", "intel", path],
                          check=True, capture_output=True, text=True).stdout
+    starts: list[tuple[int, str]] = []                  # (address, routine key)
+    keys: set[str] = set()
+    for line in out.splitlines():
+        m = HEADER.match(line)
+        if m and "." not in m.group(2):
+            key, n = m.group(2), 2
+            while key in keys:                  # two files' local labels of one name
+                key = f"{m.group(2)}#{n}"
+                n += 1
+            keys.add(key)
+            starts.append((int(m.group(1), 16), key))
+    addrs = [a for a, _ in starts]
+
+    def target(m: re.Match) -> str:
+        """`addr <sym...>` -> `<key...>`: name a target by the key of the routine
+        holding it, so routines of one name in two files stay apart (name#2)."""
+        sym = m.group(2)
+        i = bisect.bisect_right(addrs, int(m.group(1), 16)) - 1
+        if i >= 0:
+            key = starts[i][1]
+            base = re.match(r"[^.+]*", sym).group(0)
+            if key != base and key.split("#")[0] == base:
+                sym = key + sym[len(base):]
+        return f"<{sym}>"
+
     result: dict[str, tuple[int, list[str]]] = {}
     current = None
+    nstart = 0
     for line in out.splitlines():
         m = HEADER.match(line)
         if m:
-            name = m.group(2)
-            if "." not in name:
-                current = name
-                n = 2
-                while current in result:        # two files' local labels of one name
-                    current = f"{name}#{n}"
-                    n += 1
+            if "." not in m.group(2):
+                current = starts[nstart][1]
+                nstart += 1
                 result[current] = (int(m.group(1), 16), [])
             continue
         if current is None or "\t" not in line:
@@ -50,10 +76,10 @@ def routines(path: str) -> dict[str, tuple[int, list[str]]]:
         insn = line.split("\t", 1)[1].strip()
         if NOP.match(insn):
             continue
-        insn = re.sub(r"\b[0-9a-f]+ (<[^>]+>)", r"\1", insn)        # branch targets
+        insn = re.sub(r"\b([0-9a-f]+) <([^>]+)>", target, insn)     # branch targets
         insn = re.sub(r"\.\.@\d+\.", "..@N.", insn)                # macro-local labels
         insn = re.sub(r"\[rip\+0x[0-9a-f]+\]", "[rip+X]", insn)      # rip-relative
-        insn = re.sub(r"#\s*[0-9a-f]+\s*(<[^>]+>)?", r"# \1", insn)
+        insn = re.sub(r"#\s+[0-9a-f]+\s*(<[^>]+>)?", r"# \1", insn)
         result[current][1].append(re.sub(r"\s+", " ", insn))
     return result
 

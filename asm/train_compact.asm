@@ -1,0 +1,239 @@
+;-----------------------------------------------------------------------------
+; train_compact.asm — BPE training: the layout of W between merges.  segments
+; cuts the words into the runs the threads claim (tctx.seg); compact drops
+; the dead positions rewrites left (coordinate, train_merge.asm, calls it when
+; half of W is dead) and then redoes the segments and the chunk filters;
+; bloom_build builds the chunk filters and the chunk -> word index (tctx.cw)
+; that scan_segment (train_scan.asm) reads.  asmbpe_train calls segments and
+; bloom_build once W is laid out.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "train.inc"
+
+section .text
+
+;=============================================================================
+; layout helpers: segments and compaction
+;=============================================================================
+
+; segments: rdi = ctx.  Splits the words into tctx.nseg runs of about equal
+; positions: SEGS_PER_THREAD per thread (at most MAX_THREADS), claimed by
+; the threads one at a time each merge so uneven rewrite work evens out.
+; Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+%define sg_ctx  rdi   ; the context
+%define sg_nseg r8    ; segments
+%define sg_nw   r9    ; words
+%define sg_ws   r10   ; word starts
+%define sg_i    r11   ; the segment bound being placed
+%define sg_i_d  r11d  ; (32-bit view)
+PROC segments
+    mov         sg_nseg, [sg_ctx + tctx.nth]
+    cmp         sg_nseg, 1
+    je          .nseg
+    shl         sg_nseg, 3                      ; x SEGS_PER_THREAD
+    mov         eax, MAX_THREADS
+    cmp         sg_nseg, rax
+    cmova       sg_nseg, rax
+.nseg:
+    mov         [sg_ctx + tctx.nseg], r8d
+    mov         sg_nw, [sg_ctx + tctx.nw]
+    mov         sg_ws, [sg_ctx + tctx.ws]
+    mov         qword [sg_ctx + tctx.seg], 0
+    mov         [sg_ctx + tctx.seg + sg_nseg * 8], sg_nw
+    mov         sg_i_d, 1
+.each:
+    cmp         sg_i, sg_nseg
+    jae         .ret
+    mov         rax, [sg_ctx + tctx.wlen]
+    mul         sg_i
+    div         sg_nseg                         ; bound
+    mov         rsi, rax
+    xor         eax, eax                        ; first k with WS[k] >= bound
+    mov         rcx, sg_nw
+.bs:
+    cmp         rax, rcx
+    jae         .have
+    lea         rdx, [rax + rcx]
+    shr         rdx, 1
+    cmp         [sg_ws + rdx * 8], rsi
+    jae         .left
+    lea         rax, [rdx + 1]
+    jmp         .bs
+.left:
+    mov         rcx, rdx
+    jmp         .bs
+.have:
+    mov         [sg_ctx + tctx.seg + sg_i * 8], rax
+    inc         sg_i
+    jmp         .each
+.ret:
+    ret
+ENDPROC
+%undef  sg_ctx
+%undef  sg_nseg
+%undef  sg_nw
+%undef  sg_ws
+%undef  sg_i
+%undef  sg_i_d
+
+; compact: rdi = ctx.  Drops the SEP padding left by rewrites and the words
+; down to one token (they have no pairs), moving the rest to the front.
+; Keeps rdi.
+%define cp_ctx    rbx   ; the context
+%define cp_w      r8    ; W
+%define cp_ws     r9    ; word starts
+%define cp_wc     r10   ; word counts
+%define cp_k      r11   ; word read
+%define cp_k_d    r11d  ; (32-bit view)
+%define cp_kept   r12   ; words kept (the next word written)
+%define cp_kept_d r12d  ; (32-bit view)
+%define cp_wpos   rcx   ; write position in W
+%define cp_wpos_d ecx   ; (32-bit view)
+PROC compact
+    SAVE        rbx, r12
+    mov         cp_ctx, rdi
+    mov         cp_w, [cp_ctx + tctx.w]
+    mov         cp_ws, [cp_ctx + tctx.ws]
+    mov         cp_wc, [cp_ctx + tctx.wc]
+    xor         cp_k_d, cp_k_d                  ; k (read)
+    xor         cp_kept_d, cp_kept_d            ; words kept
+    mov         cp_wpos_d, 1                    ; write position (W[0] = SEP)
+.word:
+    cmp         cp_k, [cp_ctx + tctx.nw]
+    jae         .done
+    mov         rsi, [cp_ws + cp_k * 8]         ; s
+    mov         rdx, rsi
+.len:
+    cmp         word [cp_w + rdx * 2], SEP
+    je          .have_len
+    inc         rdx
+    jmp         .len
+.have_len:
+    sub         rdx, rsi                        ; len
+    cmp         rdx, 2
+    jb          .skip
+    mov         [cp_ws + cp_kept * 8], cp_wpos
+    mov         rax, [cp_wc + cp_k * 8]
+    mov         [cp_wc + cp_kept * 8], rax
+    inc         cp_kept
+.move:                                          ; forward copy: write <= read
+    movzx       eax, word [cp_w + rsi * 2]
+    mov         [cp_w + cp_wpos * 2], ax
+    inc         rsi
+    inc         cp_wpos
+    dec         rdx
+    jnz         .move
+    mov         word [cp_w + cp_wpos * 2], SEP
+    inc         cp_wpos
+.skip:
+    inc         cp_k
+    jmp         .word
+.done:
+    mov         [cp_ctx + tctx.wlen], cp_wpos
+    mov         [cp_ctx + tctx.nw], cp_kept
+    mov         qword [cp_ctx + tctx.dead], 0
+    mov         edx, W_TAIL                     ; SEP tail after the last word
+.tail:
+    mov         word [cp_w + cp_wpos * 2], SEP
+    inc         cp_wpos
+    dec         edx
+    jnz         .tail
+    mov         rdi, cp_ctx
+    call        segments
+    call        bloom_build
+    mov         rax, [cp_ctx + tctx.stats]
+    inc         qword [rax + ST_COMPACTIONS * 8]
+    mov         rdi, cp_ctx
+    RESTORE
+ENDPROC
+%undef  cp_ctx
+%undef  cp_w
+%undef  cp_ws
+%undef  cp_wc
+%undef  cp_k
+%undef  cp_k_d
+%undef  cp_kept
+%undef  cp_kept_d
+%undef  cp_wpos
+%undef  cp_wpos_d
+
+;=============================================================================
+; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
+; then sets bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
+; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
+; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+;=============================================================================
+%define bb_ctx rsi   ; the context
+PROC bloom_build
+    SAVE        rdi
+    mov         bb_ctx, rdi
+    mov         rcx, [bb_ctx + tctx.blbytes]
+    shr         rcx, 3                          ; qwords
+    mov         rdi, [bb_ctx + tctx.bloom]
+    xor         eax, eax
+    rep stosq
+    mov         r8, [bb_ctx + tctx.w]
+    mov         rdi, [bb_ctx + tctx.bloom]
+    mov         r10, [bb_ctx + tctx.blstride]
+    xor         ecx, ecx
+.pos:
+    cmp         rcx, [bb_ctx + tctx.wlen]
+    jae         .done
+    movzx       eax, word [r8 + rcx * 2]
+    cmp         eax, SEP
+    je          .next
+    mov         rdx, rcx
+    shr         rdx, CHUNK_SHIFT                ; chunk
+    mov         r9, rdx
+    shr         r9, 6
+    shl         r9, 3                           ; its qword in a bitmap
+    mov         r11d, 1
+    shlx        r11, r11, rdx                   ; its bit (count mod 64)
+    mov         edx, eax
+    and         eax, FILT_MASK
+    imul        rax, r10                        ; the token's bucket bitmap
+    add         rax, r9
+    or          [rdi + rax], r11
+    movzx       eax, word [r8 + rcx * 2 + 2]    ; the pair starting here
+    cmp         eax, SEP
+    je          .next
+    shl         edx, 16
+    or          edx, eax
+    PAIR_BUCKET edx
+    imul        rdx, r10
+    add         rdx, r9
+    or          [rdi + rdx], r11
+.next:
+    inc         rcx
+    jmp         .pos
+.done:                                          ; tctx.cw[c]: the last word k with
+    mov         r8, [bb_ctx + tctx.ws]          ; WS[k] <= c << CHUNK_SHIFT
+    mov         r9, [bb_ctx + tctx.nw]
+    mov         r10, [bb_ctx + tctx.cw]
+    mov         rcx, [bb_ctx + tctx.wlen]
+    shr         rcx, CHUNK_SHIFT
+    inc         rcx                             ; the chunks of [0, WLEN)
+    xor         edx, edx                        ; c
+    xor         eax, eax                        ; k
+.cw_chunk:
+    cmp         rdx, rcx
+    jae         .cw_done
+    mov         r11, rdx
+    shl         r11, CHUNK_SHIFT                ; the chunk's first position
+.cw_word:
+    lea         rdi, [rax + 1]
+    cmp         rdi, r9
+    jae         .cw_have
+    cmp         [r8 + rdi * 8], r11
+    ja          .cw_have
+    mov         rax, rdi
+    jmp         .cw_word
+.cw_have:
+    mov         [r10 + rdx * 4], eax
+    inc         rdx
+    jmp         .cw_chunk
+.cw_done:
+    RESTORE
+ENDPROC
+%undef  bb_ctx

@@ -1,0 +1,256 @@
+;-----------------------------------------------------------------------------
+; train_recount.asm — BPE training: the routines that count every pair of W
+; from scratch.  count_all_pairs fills the pair table (train_pairs.asm) for
+; asmbpe_train's first merge; naive_loop, asmbpe_train's TF_NAIVE mode,
+; recounts every pair for every merge (one thread: the reference the fast
+; loop of train_merge.asm is checked against); verify (TF_VERIFY) recounts
+; at the end and compares with the pair table the merge loop kept.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "train.inc"
+
+extern pt_fill_empty
+extern pt_get
+extern pt_add
+extern pt_alloc
+extern record_merge
+extern scan_segment
+extern dm_clear
+
+section .text
+
+;=============================================================================
+; count_all_pairs: rdi = ctx.  Adds count(word) for every adjacent pair of
+; every word to the pair table.  Keeps rdi.
+;=============================================================================
+%define ca_ctx rbx   ; the context
+%define ca_k   r12   ; the word
+%define ca_k_d r12d  ; (32-bit view)
+%define ca_i   r13   ; the position of its pair
+%define ca_cnt r14   ; its count
+%define ca_w   r15   ; W
+PROC count_all_pairs
+    SAVE        rbx, r12, r13, r14, r15
+    mov         ca_ctx, rdi
+    xor         ca_k_d, ca_k_d                  ; k
+.word:
+    cmp         ca_k, [ca_ctx + tctx.nw]
+    jae         .ret
+    mov         rax, [ca_ctx + tctx.ws]
+    mov         ca_i, [rax + ca_k * 8]          ; i
+    mov         rax, [ca_ctx + tctx.wc]
+    mov         ca_cnt, [rax + ca_k * 8]        ; count
+    mov         ca_w, [ca_ctx + tctx.w]
+.pair:
+    movzx       eax, word [ca_w + ca_i * 2 + 2]
+    cmp         eax, SEP
+    je          .next_word
+    movzx       esi, word [ca_w + ca_i * 2]
+    shl         esi, 16
+    or          esi, eax
+    mov         rdi, ca_ctx
+    mov         rdx, ca_cnt
+    call        pt_add
+    inc         ca_i
+    jmp         .pair
+.next_word:
+    inc         ca_k
+    jmp         .word
+.ret:
+    mov         rdi, ca_ctx
+    RESTORE
+ENDPROC
+%undef  ca_ctx
+%undef  ca_k
+%undef  ca_k_d
+%undef  ca_i
+%undef  ca_cnt
+%undef  ca_w
+
+;=============================================================================
+; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
+; from scratch, take the best (highest count, then smallest pair), rewrite.
+;=============================================================================
+%define nv_ctx    rbx   ; the context (the delta map around dm_clear)
+%define nv_best   r12   ; best count so far
+%define nv_best_d r12d  ; (32-bit view)
+%define nv_pair   r13   ; its P
+%define nv_pair_d r13d  ; (32-bit view)
+%define nv_slot   r8    ; pair-table slot being read
+%define nv_end    r9    ; end of the slots
+PROC naive_loop
+    SAVE        rbx, r12, r13, r14, r15
+    mov         nv_ctx, rdi
+.merge:
+    mov         nv_slot, [nv_ctx + tctx.stats]
+    mov         rax, [nv_slot + ST_MERGES * 8]
+    cmp         rax, [nv_ctx + tctx.nmerges]
+    jae         .ret
+    mov         rdi, [nv_ctx + tctx.pt]         ; clear the table
+    mov         rsi, [nv_ctx + tctx.ptmask]
+    inc         rsi
+    call        pt_fill_empty
+    mov         qword [nv_ctx + tctx.ptused], 0
+    mov         rdi, nv_ctx
+    call        count_all_pairs
+    cmp         qword [nv_ctx + tctx.status], 0
+    jne         .ret
+    mov         nv_slot, [nv_ctx + tctx.pt]     ; best slot
+    mov         nv_end, [nv_ctx + tctx.ptmask]
+    inc         nv_end
+    shl         nv_end, 4
+    add         nv_end, nv_slot
+    xor         nv_best_d, nv_best_d            ; best count
+    mov         nv_pair_d, EMPTY_KEY            ; best pair
+.slot:
+    cmp         nv_slot, nv_end
+    jae         .chosen
+    mov         eax, [nv_slot + pslot.key]
+    cmp         eax, EMPTY_KEY
+    je          .next_slot
+    mov         rcx, [nv_slot + pslot.val]
+    JBETTER     rcx, nv_best, rax, nv_pair, .better
+    jmp         .next_slot
+.better:
+    mov         nv_best, rcx
+    mov         nv_pair, rax
+.next_slot:
+    add         nv_slot, pslot_size
+    jmp         .slot
+.chosen:
+    test        nv_best, nv_best
+    jz          .ret
+    cmp         nv_best, [nv_ctx + tctx.mincount]
+    jb          .ret
+    mov         rdi, nv_ctx
+    mov         rsi, nv_best
+    mov         rdx, nv_pair
+    call        record_merge
+    mov         rdi, nv_ctx
+    mov         rsi, [nv_ctx + tctx.dm]
+    xor         edx, edx
+    mov         rcx, [nv_ctx + tctx.nw]
+    call        scan_segment
+    push        rbx
+    mov         rbx, [rbx + tctx.dm]            ; deltas unused here
+    call        dm_clear
+    mov         rax, [rbx + dmap.status]
+    mov         qword [rbx + dmap.repl], 0
+    pop         rbx
+    test        rax, rax
+    jz          .merge
+    mov         [nv_ctx + tctx.status], rax
+.ret:
+    RESTORE
+ENDPROC
+%undef  nv_ctx
+%undef  nv_best
+%undef  nv_best_d
+%undef  nv_pair
+%undef  nv_pair_d
+%undef  nv_slot
+%undef  nv_end
+
+;=============================================================================
+; verify: rdi = ctx.  Recounts every pair into a fresh table and compares it
+; with the kept one both ways; the first disagreement goes to the stats.
+;=============================================================================
+%define vf_ctx   rbx   ; the context
+%define vf_kept  r12   ; the kept table's slots
+%define vf_kmask r13   ; its mask
+%define vf_kused r14   ; its slots in use
+%define vf_cur   r15   ; slot being compared
+PROC verify
+    SAVE        rbx, r12, r13, r14, r15
+    mov         vf_ctx, rdi
+    mov         vf_kept, [vf_ctx + tctx.pt]     ; kept table
+    mov         vf_kmask, [vf_ctx + tctx.ptmask]
+    mov         vf_kused, [vf_ctx + tctx.ptused]
+    mov         rdi, vf_ctx
+    lea         rsi, [vf_kmask + 1]
+    call        pt_alloc
+    test        eax, eax
+    jnz         .enomem
+    mov         rdi, vf_ctx
+    call        count_all_pairs                 ; into the fresh table
+    ; kept -> fresh
+    mov         vf_cur, vf_kept
+.kept:
+    mov         rax, vf_kmask
+    inc         rax
+    shl         rax, 4
+    add         rax, vf_kept
+    cmp         vf_cur, rax
+    jae         .fresh
+    mov         esi, [vf_cur + pslot.key]
+    cmp         esi, EMPTY_KEY
+    je          .kept_next
+    mov         rdi, vf_ctx
+    call        pt_get
+    cmp         rax, [vf_cur + pslot.val]
+    je          .kept_next
+    mov         rdx, [vf_cur + pslot.val]
+    call        .report                         ; esi = P, rdx = kept, rax = true
+.kept_next:
+    add         vf_cur, pslot_size
+    jmp         .kept
+.fresh:                                         ; fresh -> kept (swap tables)
+    mov         vf_cur, [vf_ctx + tctx.pt]
+    push        qword [vf_ctx + tctx.ptmask]
+    push        vf_cur
+    mov         [vf_ctx + tctx.pt], vf_kept
+    mov         [vf_ctx + tctx.ptmask], vf_kmask
+.fresh_slot:
+    mov         rax, [rsp + 8]
+    inc         rax
+    shl         rax, 4
+    add         rax, [rsp]
+    cmp         vf_cur, rax
+    jae         .compared
+    mov         esi, [vf_cur + pslot.key]
+    cmp         esi, EMPTY_KEY
+    je          .fresh_next
+    mov         rdi, vf_ctx
+    call        pt_get                          ; kept count
+    cmp         rax, [vf_cur + pslot.val]
+    je          .fresh_next
+    mov         rdx, rax
+    mov         rax, [vf_cur + pslot.val]
+    call        .report
+.fresh_next:
+    add         vf_cur, pslot_size
+    jmp         .fresh_slot
+.compared:
+    pop         rdi                             ; free the fresh table
+    pop         rsi
+    inc         rsi
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         [vf_ctx + tctx.ptused], vf_kused
+    jmp         .ret
+.enomem:
+    mov         [vf_ctx + tctx.pt], vf_kept
+    mov         [vf_ctx + tctx.ptmask], vf_kmask
+    mov         qword [vf_ctx + tctx.status], ASMBPE_ENOMEM
+.ret:
+    RESTORE
+.report:                                        ; first disagreement only
+    mov         r8, [vf_ctx + tctx.stats]
+    cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
+    jne         .reported
+    mov         ecx, esi
+    shr         ecx, 16
+    shl         esi, 16
+    or          ecx, esi                        ; left | right << 16
+    mov         [r8 + ST_VERIFY_PAIR * 8], rcx
+    mov         [r8 + ST_VERIFY_KEPT * 8], rdx
+    mov         [r8 + ST_VERIFY_TRUE * 8], rax
+.reported:
+    ret
+ENDPROC
+%undef  vf_ctx
+%undef  vf_kept
+%undef  vf_kmask
+%undef  vf_kused
+%undef  vf_cur

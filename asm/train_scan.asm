@@ -1,0 +1,613 @@
+;-----------------------------------------------------------------------------
+; train_scan.asm — BPE training: the scan and rewrite of one segment of W for
+; the chosen merge (scan_segment), run by every thread (worker,
+; train_merge.asm) on the segments it claims, and by naive_loop on all of W.
+; The chunk filters (built by bloom_build, train_compact.asm) pick the chunks
+; worth a vpcmpeqw scan; each word holding (a, b) is rewritten in place, its
+; exact pair-count changes go to the thread's delta map (dm_add,
+; train_dmap.asm) and the filter bits of its new tokens and pairs are queued
+; (SET_CHUNK_BIT) and set by flush_marks.  publish_found keeps tctx.remain,
+; the occurrences still to find, so the scans stop once all are found.
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "train.inc"
+
+extern dm_add
+
+section .text
+
+;=============================================================================
+; scan_segment(ctx, dm, klo, khi): finds every word in [klo, khi) holding the
+; pair (tctx.a, tctx.b) with the vpcmpeqw scan, rewrites it in place into tctx.t left
+; to right, non-overlapping, pads its tail with SEP, and adds -count for each
+; pair of the old word and +count for each pair of the new one to dm.
+;=============================================================================
+; scan_segment's stack frame (below its 6 pushes: calls stay aligned)
+struc scan_frame
+    .c:         resq 1          ; count of the word being rewritten
+    .s:         resq 1          ; its start
+    .e:         resq 1          ; its end (the SEP after it)
+    .khi:       resq 1          ; the segment's end word
+    .cend:      resq 1          ; end of the current chunk's scan
+    .t0:        resq 1          ; rdtsc at the start
+    .fa:        resq 1          ; bucket bitmap of a
+    .fb:        resq 1          ; bucket bitmap of b
+    .ft:        resq 1          ; bucket bitmap of the new token
+    .fp:        resq 1          ; pair-bucket bitmap of (a, b)
+    .pfc:       resq 1          ; first chunk the prefetch walk has not looked at
+endstruc
+%define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
+%define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
+
+; SET_CHUNK_BIT bitmap, chunk, tmp: queues "set bit `chunk` of the bitmap"
+; in this thread's dmap.marks (rbx = delta map) and prefetches its line for
+; writing; flush_marks sets the queued bits, every MARK_BATCH marks and at the
+; end of each segment.  Setting them at once meant a cache miss (64 MB of
+; bitmaps) in the rewrite loop, often followed by a locked write.  A merge's
+; own scan never needs the marks it makes (rewritten words hold no (a, b)
+; any more), later merges see them after the barrier.
+; Clobbers all three (and r8, r9 are kept by flush_marks).
+%macro SET_CHUNK_BIT 3
+    mov         %3, %2
+    shr         %3, 6
+    lea         %1, [%1 + %3 * 8]               ; the chunk's qword
+    prefetchw   [%1]
+    shl         %1, 6
+    and         %2, 63
+    or          %1, %2
+    mov         %3, [rbx + dmap.nmarks]
+    mov         [rbx + dmap.marks + %3 * 8], %1
+    inc         %3
+    mov         [rbx + dmap.nmarks], %3
+    cmp         %3, MARK_BATCH
+    jb          %%queued
+    call        flush_marks
+%%queued:
+%endmacro
+
+; flush_marks: rbx = delta map, r12 = ctx.  Sets the queued filter bits:
+; read first, as most are set already; a locked OR when others may be
+; writing the same qword (chunks span threads' segments), a plain one when
+; thread 0 runs alone.  Empties the queue.  Clobbers rax, rcx, rdx.
+%define fm_dm    rbx   ; the delta map
+%define fm_ctx   r12   ; the context
+%define fm_n     r8    ; marks queued
+%define fm_i     r9    ; the mark being set
+%define fm_i_d   r9d   ; (32-bit view)
+%define fm_one   r10   ; 1 (shlx: the bit)
+%define fm_one_d r10d  ; (32-bit view)
+static flush_marks:function
+flush_marks:
+    push        fm_n
+    push        fm_i
+    push        fm_one
+    mov         fm_n, [fm_dm + dmap.nmarks]
+    xor         fm_i_d, fm_i_d
+    mov         fm_one_d, 1
+    cmp         qword [fm_ctx + tctx.nth], 1
+    je          .plain
+    cmp         qword [fm_ctx + tctx.solo], 0
+    jne         .plain
+.locked:
+    cmp         fm_i, fm_n
+    jae         .done
+    mov         rcx, [fm_dm + dmap.marks + fm_i * 8]
+    inc         fm_i
+    shlx        rdx, fm_one, rcx                ; (shlx takes the count mod 64)
+    shr         rcx, 6
+    test        [rcx], rdx
+    jnz         .locked
+    lock or     [rcx], rdx
+    jmp         .locked
+.plain:
+    cmp         fm_i, fm_n
+    jae         .done
+    mov         rcx, [fm_dm + dmap.marks + fm_i * 8]
+    inc         fm_i
+    shlx        rdx, fm_one, rcx
+    shr         rcx, 6
+    or          [rcx], rdx
+    jmp         .plain
+.done:
+    mov         qword [fm_dm + dmap.nmarks], 0
+    pop         fm_one
+    pop         fm_i
+    pop         fm_n
+    ret
+%undef  fm_dm
+%undef  fm_ctx
+%undef  fm_n
+%undef  fm_i
+%undef  fm_i_d
+%undef  fm_one
+%undef  fm_one_d
+
+; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
+; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
+; rax, rcx, rdx.
+%macro MARK_PAIR 0
+    PAIR_BUCKET ecx
+    imul        rcx, [r12 + tctx.blstride]
+    add         rcx, [r12 + tctx.bloom]
+    shr         rax, CHUNK_SHIFT
+    SET_CHUNK_BIT rcx, rax, rdx
+%endmacro
+
+; FILT_HITS dst, fa, fb, q, tmp1, tmp2, fp: dst = bit c of qword q set for each
+; chunk c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb) and a pair
+; of (a, b)'s bucket starting in c (bitmap fp); reads fb[q + 1].
+%macro FILT_HITS 7
+    mov         %1, [%3 + %4 * 8]
+    mov         %6, [%3 + %4 * 8 + 8]
+    shl         %6, 63
+    mov         %5, %1
+    shr         %5, 1
+    or          %1, %5
+    or          %1, %6
+    and         %1, [%2 + %4 * 8]
+    and         %1, [%7 + %4 * 8]
+%endmacro
+
+%define sc_ctx  r12   ; the context
+%define sc_dm   rbx   ; this thread's delta map
+%define sc_word rbp   ; the word holding the cursor (from klo on)
+%define sc_w    r13   ; W
+%define sc_pos  r14   ; the cursor: next position of W to scan
+%define sc_end  r15   ; the segment's end position (the SEP before word khi)
+%define sc_va   ymm14 ; a in every word
+%define sc_vb   ymm15 ; b in every word
+PROC scan_segment
+    SAVE        rbx, rbp, r12, r13, r14, r15
+    sub         rsp, scan_frame_size
+    mov         sc_ctx, rdi
+    mov         sc_dm, rsi
+    mov         sc_word, rdx                    ; klo: word holding the cursor
+    mov         [rsp + scan_frame.khi], rcx
+    RDTSC64
+    mov         [rsp + scan_frame.t0], rax
+    mov         qword [rsp + scan_frame.pfc], 0
+    mov         rcx, [rsp + scan_frame.khi]
+    cmp         sc_word, rcx
+    jae         .done
+    mov         rdx, [sc_ctx + tctx.ws]
+    mov         sc_pos, [rdx + sc_word * 8]     ; cursor: first word's start
+    mov         sc_end, [sc_ctx + tctx.wlen]
+    cmp         rcx, [sc_ctx + tctx.nw]
+    jae         .have_end
+    mov         sc_end, [rdx + rcx * 8]
+    dec         sc_end                          ; the SEP before word khi
+.have_end:
+    mov         sc_w, [sc_ctx + tctx.w]
+    mov         rdx, [sc_ctx + tctx.blstride]   ; the bucket bitmaps of a, b, t
+    mov         rax, [sc_ctx + tctx.a]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [sc_ctx + tctx.bloom]
+    mov         [rsp + scan_frame.fa], rax
+    mov         rax, [sc_ctx + tctx.b]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [sc_ctx + tctx.bloom]
+    mov         [rsp + scan_frame.fb], rax
+    mov         rax, [sc_ctx + tctx.t]
+    and         eax, FILT_MASK
+    imul        rax, rdx
+    add         rax, [sc_ctx + tctx.bloom]
+    mov         [rsp + scan_frame.ft], rax
+    mov         eax, [sc_ctx + tctx.a]
+    shl         eax, 16
+    or          eax, [sc_ctx + tctx.b]
+    PAIR_BUCKET eax
+    imul        rax, [sc_ctx + tctx.blstride]
+    add         rax, [sc_ctx + tctx.bloom]
+    mov         [rsp + scan_frame.fp], rax
+.load_pair:
+    vpbroadcastw sc_va, [sc_ctx + tctx.a]
+    vpbroadcastw sc_vb, [sc_ctx + tctx.b]
+.scan:                                          ; next chunk of W worth a scan
+    cmp         sc_pos, sc_end
+    jae         .done
+    mov         rax, [sc_ctx + tctx.remain]     ; every occurrence found (by
+    sub         rax, [sc_dm + dmap.found]       ; any thread, this one's not
+    jle         .done                           ; yet published too): stop
+    mov         rax, sc_pos
+    shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
+    mov         r8, [rsp + scan_frame.fa]
+    mov         r9, [rsp + scan_frame.fb]
+    mov         r11, [rsp + scan_frame.fp]
+    mov         rcx, rax
+    shr         rcx, 6                          ; q: its filter qword
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
+    shrx        rdx, rdx, rax                   ; chunks c.. of qword q
+    test        rdx, rdx
+    jnz         .chunk_found
+.next_qword:                                    ; the filters 4 qwords (256
+    inc         rcx                             ; chunks) per round, as
+.vq:                                            ; FILT_HITS does one
+    mov         rdx, rcx
+    shl         rdx, 6 + CHUNK_SHIFT
+    cmp         rdx, sc_end                     ; past the segment: done
+    jae         .done
+    vmovdqu     ymm4, [r9 + rcx * 8]            ; b's chunks q..q+3
+    vmovdqu     ymm5, [r9 + rcx * 8 + 8]        ; and q+1..q+4
+    vpsrlq      ymm6, ymm4, 1
+    vpsllq      ymm5, ymm5, 63
+    vpor        ymm4, ymm4, ymm6
+    vpor        ymm4, ymm4, ymm5
+    vpand       ymm4, ymm4, [r8 + rcx * 8]
+    vpand       ymm4, ymm4, [r11 + rcx * 8]
+    vptest      ymm4, ymm4
+    jnz         .vq_hit
+    add         rcx, 4
+    jmp         .vq
+.vq_hit:                                        ; which of the 4 (hits past
+    mov         rax, rcx                        ; the segment end stop the
+    shl         rax, 6                          ; scan at .chunk_found)
+    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
+    test        rdx, rdx
+    jnz         .chunk_found
+    inc         rcx
+    jmp         .vq_hit
+.chunk_found:
+    inc         qword [sc_dm + dmap.chunks]
+    tzcnt       rdx, rdx
+    add         rax, rdx                        ; the chunk to scan
+    mov         rsi, rax
+    shl         rax, CHUNK_SHIFT
+    cmp         rax, sc_pos
+    cmova       sc_pos, rax
+    cmp         sc_pos, sc_end
+    jae         .done
+    add         rax, 1 << CHUNK_SHIFT
+    cmp         rax, sc_end
+    cmova       rax, sc_end
+    mov         [rsp + scan_frame.cend], rax    ; end of this chunk's scan
+    mov         rax, [sc_ctx + tctx.cw]         ; (prefetched) the chunk's
+    mov         eax, [rax + rsi * 4]            ; first word: its start and
+    mov         rdx, [sc_ctx + tctx.ws]         ; count, which a hit here
+    prefetcht0  [rdx + rax * 8]                 ; will read
+    mov         rdx, [sc_ctx + tctx.wc]
+    prefetcht0  [rdx + rax * 8]
+    inc         rsi                             ; keep PF_DIST candidates
+    cmp         [rsp + scan_frame.pfc], rsi     ; ahead: start over past
+    jae         .pf_one                         ; this chunk, or take one
+    mov         [rsp + scan_frame.pfc], rsi     ; more step
+%rep PF_DIST - 1
+    call        .pf_next
+%endrep
+.pf_one:
+    call        .pf_next
+.vec:                                           ; 32 positions per round
+    cmp         sc_pos, [rsp + scan_frame.cend]
+    jae         .scan
+    vmovdqu     ymm0, [sc_w + sc_pos * 2]
+    vmovdqu     ymm1, [sc_w + sc_pos * 2 + 2]
+    vmovdqu     ymm2, [sc_w + sc_pos * 2 + 32]
+    vmovdqu     ymm3, [sc_w + sc_pos * 2 + 34]
+    vpcmpeqw    ymm0, ymm0, sc_va               ; w[i] == a
+    vpcmpeqw    ymm1, ymm1, sc_vb               ; w[i+1] == b
+    vpcmpeqw    ymm2, ymm2, sc_va
+    vpcmpeqw    ymm3, ymm3, sc_vb
+    vpand       ymm0, ymm0, ymm1
+    vpand       ymm2, ymm2, ymm3
+    vpor        ymm1, ymm0, ymm2
+    vptest      ymm1, ymm1
+    jnz         .hit
+    add         sc_pos, 32
+    jmp         .vec
+.hit:
+    vpmovmskb   eax, ymm0
+    vpmovmskb   ecx, ymm2
+    shl         rcx, 32
+    or          rax, rcx
+    tzcnt       rax, rax
+    shr         eax, 1
+    add         rax, sc_pos                     ; p
+    cmp         rax, sc_end
+    jae         .done
+    mov         rdx, [sc_ctx + tctx.ws]         ; last word k with WS[k] <= p:
+    mov         rcx, [rsp + scan_frame.khi]     ; gallop from the cursor's word,
+    mov         r8, rax                         ; or from the last word that
+    shr         r8, CHUNK_SHIFT                 ; starts before p's chunk when
+    mov         r9, [sc_ctx + tctx.cw]          ; that is further on (both are
+    mov         r8d, [r9 + r8 * 4]              ; <= p's word, < khi), then
+    cmp         r8, sc_word                     ; bisect the last step
+    cmova       sc_word, r8
+    mov         r8d, 1
+.gallop:
+    lea         r9, [sc_word + r8]
+    cmp         r9, rcx
+    jae         .bsearch
+    cmp         [rdx + r9 * 8], rax
+    ja          .gallop_done
+    mov         sc_word, r9
+    add         r8, r8
+    jmp         .gallop
+.gallop_done:
+    mov         rcx, r9
+.bsearch:
+    lea         r8, [sc_word + 1]
+    cmp         r8, rcx
+    jae         .found
+    lea         r8, [sc_word + rcx]
+    shr         r8, 1
+    cmp         [rdx + r8 * 8], rax
+    ja          .go_left
+    mov         sc_word, r8
+    jmp         .bsearch
+.go_left:
+    mov         rcx, r8
+    jmp         .bsearch
+.found:
+    vzeroupper                                  ; calls ahead
+    mov         rsi, [rdx + sc_word * 8]        ; s
+    mov         [rsp + scan_frame.s], rsi
+    mov         rdx, [sc_ctx + tctx.wc]
+    mov         rcx, [rdx + sc_word * 8]
+    mov         [rsp + scan_frame.c], rcx
+    mov         rax, rsi
+.find_end:
+    cmp         word [sc_w + rax * 2], SEP
+    je          .have_e
+    inc         rax
+    jmp         .find_end
+.have_e:
+    mov         [rsp + scan_frame.e], rax
+    ; occurrences of (a, b) in the old word, overlapping as counted:
+    ; remaining -= count x occurrences
+    mov         r10, [rsp + scan_frame.s]
+    xor         r11d, r11d
+    movzx       r8d, word [sc_ctx + tctx.a]
+    movzx       r9d, word [sc_ctx + tctx.b]
+.occ:
+    lea         rax, [r10 + 1]
+    cmp         rax, [rsp + scan_frame.e]
+    jae         .occ_done
+    cmp         [sc_w + r10 * 2], r8w
+    jne         .occ_next
+    cmp         [sc_w + r10 * 2 + 2], r9w
+    jne         .occ_next
+    inc         r11
+.occ_next:
+    inc         r10
+    jmp         .occ
+.occ_done:
+    mov         rax, [rsp + scan_frame.c]
+    imul        rax, r11
+    add         [sc_dm + dmap.found], rax
+    inc         qword [sc_dm + dmap.nfound]
+    test        qword [sc_dm + dmap.nfound], FOUND_BATCH - 1
+    jnz         .unpublished
+    call        publish_found
+.unpublished:
+%define sc_rd     r10   ; the rewrite: position read (the .mark loops: position marked)
+%define sc_wr     r11   ; position written
+%define sc_nrep   rdi   ; replacements in this word
+%define sc_nrep_d edi   ; (32-bit view)
+
+    ; rewrite in place, left to right, with the exact local deltas of each
+    ; replacement of (a, b) at old position r by t at new position w:
+    ;   prev p (new) : (p, a) -c, (p, t) +c;  (a, b) -c;
+    ;   next n (old) : (b, n) -c, (t, n) +c
+    ; (dm_add keeps r10, r11, rdi, rsi, rdx)
+    mov         sc_rd, [rsp + scan_frame.s]     ; read
+    mov         sc_wr, sc_rd                    ; write
+    xor         sc_nrep_d, sc_nrep_d            ; replacements
+.rw:
+    cmp         sc_rd, [rsp + scan_frame.e]
+    jae         .rw_done
+    movzx       eax, word [sc_w + sc_rd * 2]
+    cmp         ax, [sc_ctx + tctx.a]
+    jne         .copy
+    movzx       ecx, word [sc_w + sc_rd * 2 + 2] ; (SEP at the end: never b)
+    cmp         cx, [sc_ctx + tctx.b]
+    jne         .copy
+    cmp         sc_wr, [rsp + scan_frame.s]
+    jbe         .no_prev
+    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, a) -c
+    shl         esi, 16
+    or          esi, [sc_ctx + tctx.a]
+    mov         rdx, [rsp + scan_frame.c]
+    neg         rdx
+    call        dm_add
+    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, t) +c
+    shl         esi, 16
+    or          esi, [sc_ctx + tctx.t]
+    mov         rdx, [rsp + scan_frame.c]
+    call        dm_add
+.no_prev:
+    mov         esi, [sc_ctx + tctx.a]          ; (a, b) -c
+    shl         esi, 16
+    or          esi, [sc_ctx + tctx.b]
+    mov         rdx, [rsp + scan_frame.c]
+    neg         rdx
+    call        dm_add
+    lea         rax, [sc_rd + 2]
+    cmp         rax, [rsp + scan_frame.e]
+    jae         .no_next
+    mov         esi, [sc_ctx + tctx.b]          ; (b, n) -c
+    shl         esi, 16
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
+    or          esi, eax
+    mov         rdx, [rsp + scan_frame.c]
+    neg         rdx
+    call        dm_add
+    mov         esi, [sc_ctx + tctx.t]          ; (t, n) +c
+    shl         esi, 16
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
+    or          esi, eax
+    mov         rdx, [rsp + scan_frame.c]
+    call        dm_add
+.no_next:
+    mov         eax, [sc_ctx + tctx.t]
+    mov         [sc_w + sc_wr * 2], ax
+    mov         rcx, [rsp + scan_frame.ft]      ; t is now in this chunk
+    mov         rax, sc_wr
+    shr         rax, CHUNK_SHIFT
+    SET_CHUNK_BIT rcx, rax, rdx
+    cmp         sc_wr, [rsp + scan_frame.s]     ; and so are the pairs
+    jbe         .no_prev_pair                   ; (prev, t) and (t, next)
+    movzx       ecx, word [sc_w + sc_wr * 2 - 2] ; (prev: final; next: the
+    shl         ecx, 16                         ; old one, final unless it
+    or          ecx, [sc_ctx + tctx.t]          ; is merged too, and then
+    lea         rax, [sc_wr - 1]                ; its own (prev, t) counts)
+    MARK_PAIR
+.no_prev_pair:
+    lea         rax, [sc_rd + 2]
+    cmp         rax, [rsp + scan_frame.e]
+    jae         .no_next_pair
+    mov         ecx, [sc_ctx + tctx.t]
+    shl         ecx, 16
+    movzx       eax, word [sc_w + sc_rd * 2 + 4]
+    or          ecx, eax
+    mov         rax, sc_wr
+    MARK_PAIR
+.no_next_pair:
+    add         sc_rd, 2
+    inc         sc_wr
+    inc         sc_nrep_d
+    jmp         .rw
+.copy:
+    mov         [sc_w + sc_wr * 2], ax
+    inc         sc_rd
+    inc         sc_wr
+    jmp         .rw
+.rw_done:
+    mov         rax, [rsp + scan_frame.s]       ; a word across a chunk
+    shr         rax, CHUNK_SHIFT                ; boundary: its tokens may
+    mov         rcx, [rsp + scan_frame.e]       ; have moved to the chunk
+    dec         rcx                             ; before: mark them all
+    shr         rcx, CHUNK_SHIFT
+    cmp         rax, rcx
+    je          .marked
+    mov         sc_rd, [rsp + scan_frame.s]     ; its pairs too
+.mark_pairs:
+    lea         rax, [sc_rd + 1]
+    cmp         rax, sc_wr
+    jae         .pairs_marked
+    movzx       ecx, word [sc_w + sc_rd * 2]
+    shl         ecx, 16
+    movzx       eax, word [sc_w + sc_rd * 2 + 2]
+    or          ecx, eax
+    mov         rax, sc_rd
+    MARK_PAIR
+    inc         sc_rd
+    jmp         .mark_pairs
+.pairs_marked:
+    mov         sc_rd, [rsp + scan_frame.s]
+.mark:
+    cmp         sc_rd, sc_wr
+    jae         .marked
+    movzx       ecx, word [sc_w + sc_rd * 2]
+    and         ecx, FILT_MASK
+    imul        rcx, [sc_ctx + tctx.blstride]
+    add         rcx, [sc_ctx + tctx.bloom]
+    mov         rax, sc_rd
+    shr         rax, CHUNK_SHIFT
+    SET_CHUNK_BIT rcx, rax, rdx
+    inc         sc_rd
+    jmp         .mark
+.marked:
+    add         [sc_dm + dmap.repl], sc_nrep
+    add         [sc_dm + dmap.dead], sc_nrep    ; each replacement frees a slot
+    inc         qword [sc_dm + dmap.words]
+    inc         qword [sc_dm + dmap.mwords]
+    mov         rax, sc_wr
+    sub         rax, [rsp + scan_frame.s]
+    cmp         rax, 1
+    jne         .fill
+    add         qword [sc_dm + dmap.dead], 2    ; one token left: word and SEP
+.fill:
+    cmp         sc_wr, [rsp + scan_frame.e]
+    jae         .word_done
+    mov         word [sc_w + sc_wr * 2], SEP
+    inc         sc_wr
+    jmp         .fill
+.word_done:
+    mov         sc_pos, [rsp + scan_frame.e]
+    jmp         .load_pair
+%undef  sc_rd
+%undef  sc_wr
+%undef  sc_nrep
+%undef  sc_nrep_d
+; .pf_next: the next chunk the filters let through, from scan_frame.pfc on (at most
+; PF_SPAN filter qwords): prefetch its W lines and its tctx.cw entry, move
+; scan_frame.pfc past it (past what was looked at when none).  Keeps rbx, rbp,
+; r12-r15; clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
+.pf_next:
+    mov         rax, [rsp + 8 + scan_frame.pfc]
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, sc_end
+    jae         .pf_ret                         ; past the segment
+    mov         r8, [rsp + 8 + scan_frame.fa]
+    mov         r9, [rsp + 8 + scan_frame.fb]
+    mov         r11, [rsp + 8 + scan_frame.fp]
+    mov         rcx, rax
+    shr         rcx, 6
+    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
+    shrx        rdx, rdx, rax
+    test        rdx, rdx
+    jnz         .pf_found
+    and         rax, ~63
+    mov         r10d, PF_SPAN
+.pf_q:
+    add         rax, 64
+    inc         rcx
+    dec         r10d
+    jz          .pf_stop
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, sc_end
+    jae         .pf_stop
+    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
+    test        rdx, rdx
+    jz          .pf_q
+.pf_found:
+    tzcnt       rdx, rdx
+    add         rax, rdx                        ; the chunk
+    mov         rdx, rax
+    shl         rdx, CHUNK_SHIFT + 1            ; its W bytes
+    prefetcht0  [sc_w + rdx]
+    prefetcht0  [sc_w + rdx + 64]
+    mov         rdx, [sc_ctx + tctx.cw]
+    prefetcht0  [rdx + rax * 4]
+    inc         rax
+.pf_stop:
+    mov         [rsp + 8 + scan_frame.pfc], rax
+.pf_ret:
+    ret
+
+.done:
+    vzeroupper
+    call        flush_marks
+    call        publish_found
+    RDTSC64
+    sub         rax, [rsp + scan_frame.t0]
+    add         [sc_dm + dmap.cyc], rax
+    add         rsp, scan_frame_size
+    RESTORE
+ENDPROC
+%undef  sc_ctx
+%undef  sc_dm
+%undef  sc_word
+%undef  sc_w
+%undef  sc_pos
+%undef  sc_end
+%undef  sc_va
+%undef  sc_vb
+
+; publish_found: rbx = delta map, r12 = ctx.  tctx.remain -= dmap.found (locked),
+; dmap.found = 0.  Clobbers rax.
+%define pf_dm  rbx   ; the delta map
+%define pf_ctx r12   ; the context
+static publish_found:function
+publish_found:
+    xor         eax, eax
+    xchg        rax, [pf_dm + dmap.found]       ; (its own line: no other writer)
+    lock sub    [pf_ctx + tctx.remain], rax
+    ret
+
+%undef  pf_dm
+%undef  pf_ctx
