@@ -92,18 +92,18 @@ section .text
 ts_unmap:
     push        rbx
     mov         rbx, rdi
-    mov         rdi, [rbx + TS_CACHE]
-    mov         esi, CACHE_ENTRIES * CE_SIZE
+    mov         rdi, [rbx + tstate.cache]
+    mov         esi, CACHE_ENTRIES * centry_size
     call        asmbpe_unmap
-    mov         rdi, [rbx + TS_LONG]
-    mov         rsi, [rbx + TS_LONGCAP]
+    mov         rdi, [rbx + tstate.long]
+    mov         rsi, [rbx + tstate.longcap]
     shl         rsi, 5                          ; x LONG_BYTES_PER
     call        asmbpe_unmap
-    mov         rdi, [rbx + TS_DOC]
-    mov         rsi, [rbx + TS_DOCCAP]
+    mov         rdi, [rbx + tstate.doc]
+    mov         rsi, [rbx + tstate.doccap]
     call        asmbpe_unmap
     mov         rdi, rbx
-    mov         esi, (TS_SIZE + 4095) & ~4095
+    mov         esi, (tstate_size + 4095) & ~4095
     call        asmbpe_unmap
     pop         rbx
     ret
@@ -115,22 +115,22 @@ ts_unmap:
 ts_give:
     push        rbx
     mov         rbx, rdi
-    cmp         qword [rbx + TS_DOCCAP], TS_POOL_KEEP
+    cmp         qword [rbx + tstate.doccap], TS_POOL_KEEP
     jbe         .doc_kept
-    mov         rdi, [rbx + TS_DOC]
-    mov         rsi, [rbx + TS_DOCCAP]
+    mov         rdi, [rbx + tstate.doc]
+    mov         rsi, [rbx + tstate.doccap]
     call        asmbpe_unmap
-    mov         qword [rbx + TS_DOC], 0
-    mov         qword [rbx + TS_DOCCAP], 0
+    mov         qword [rbx + tstate.doc], 0
+    mov         qword [rbx + tstate.doccap], 0
 .doc_kept:
-    mov         rsi, [rbx + TS_LONGCAP]
+    mov         rsi, [rbx + tstate.longcap]
     shl         rsi, 5                          ; x LONG_BYTES_PER
     cmp         rsi, TS_POOL_KEEP
     jbe         .long_kept
-    mov         rdi, [rbx + TS_LONG]
+    mov         rdi, [rbx + tstate.long]
     call        asmbpe_unmap
-    mov         qword [rbx + TS_LONG], 0
-    mov         qword [rbx + TS_LONGCAP], 0
+    mov         qword [rbx + tstate.long], 0
+    mov         qword [rbx + tstate.longcap], 0
 .long_kept:
     POOL_LOCK
     mov         rax, [ts_pool_n]
@@ -151,7 +151,7 @@ ts_give:
 
 ; ts_take (local): rax = a thread state from the pool, or 0 when it has none.
 ; Its counters, scratch and run memo are cleared here; its cache, if it has
-; one, is marked TS_STALE for its thread to clear.  Keeps rbx, rbp, rsi,
+; one, is marked tstate.stale for its thread to clear.  Keeps rbx, rbp, rsi,
 ; r8-r15; clobbers rcx, rdx, rdi.
 ts_take:
     POOL_LOCK
@@ -168,15 +168,15 @@ ts_take:
     test        rdx, rdx
     jz          .none
     xor         eax, eax
-    lea         rdi, [rdx + TS_CHUNKS]          ; counters and cycles
-    mov         ecx, (TS_DOC - TS_CHUNKS) / 8
+    lea         rdi, [rdx + tstate.chunks]      ; counters and cycles
+    mov         ecx, (tstate.doc - tstate.chunks) / 8
     rep stosq
-    lea         rdi, [rdx + TS_STALE]           ; the rest of the page
-    mov         ecx, (TS_SIZE - TS_STALE) / 8
+    lea         rdi, [rdx + tstate.stale]       ; the rest of the page
+    mov         ecx, (tstate_size - tstate.stale) / 8
     rep stosq
-    cmp         qword [rdx + TS_CACHE], 0
+    cmp         qword [rdx + tstate.cache], 0
     setne       al
-    mov         [rdx + TS_STALE], rax
+    mov         [rdx + tstate.stale], rax
 .none:
     mov         rax, rdx
     ret
@@ -290,13 +290,13 @@ ENDFUNC
 ; its length, then its masked 16 / 32 / 48 bytes (reads past the chunk:
 ; text or padding).  Falls through when it does.  Clobbers eax, ymm0, ymm1.
 %macro ENTRY_EQ 2
-    cmp         [%1 + CE_LEN], dl
+    cmp         [%1 + centry.len], dl
     jne         %2
     cmp         edx, 16
     ja          %%key32
     vmovdqu     xmm0, [rsi]
     vpand       xmm0, xmm0, [r9]
-    vpcmpeqb    xmm0, xmm0, [%1 + CE_KEY]
+    vpcmpeqb    xmm0, xmm0, [%1 + centry.key]
     vpmovmskb   eax, xmm0
     cmp         eax, 0xFFFF
     jne         %2
@@ -304,7 +304,7 @@ ENDFUNC
 %%key32:
     vmovdqu     ymm0, [rsi]
     vpand       ymm0, ymm0, [r9]
-    vpcmpeqb    ymm0, ymm0, [%1 + CE_KEY]
+    vpcmpeqb    ymm0, ymm0, [%1 + centry.key]
     vpmovmskb   eax, ymm0
     cmp         eax, -1
     jne         %2
@@ -312,7 +312,7 @@ ENDFUNC
     jbe         %%eq
     vmovdqu     xmm1, [rsi + 32]
     vpand       xmm1, xmm1, [r9 + 32]
-    vpcmpeqb    xmm1, xmm1, [%1 + CE_KEY + 32]
+    vpcmpeqb    xmm1, xmm1, [%1 + centry.key + 32]
     vpmovmskb   eax, xmm1
     cmp         eax, 0xFFFF
     jne         %2
@@ -334,9 +334,9 @@ ENDFUNC
 
 ; LOAD_TABLE enc: r8, r9, r10 for RANK.
 %macro LOAD_TABLE 1
-    mov         r8, [%1 + E_SLOTS]
-    mov         r9, [%1 + E_MASK]
-    mov         r10, [%1 + E_SHIFT]
+    mov         r8, [%1 + enc.slots]
+    mov         r9, [%1 + enc.mask]
+    mov         r10, [%1 + enc.shift]
 %endmacro
 
 ;-----------------------------------------------------------------------------
@@ -350,12 +350,12 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     xor         eax, eax
     cmp         rbp, 65535 - 256
     ja          .ret
-    mov         edi, (E_SIZE + 4095) & ~4095
+    mov         edi, (enc_size + 4095) & ~4095
     call        asmbpe_map
     test        rax, rax
     jz          .ret
     mov         r14, rax
-    mov         [r14 + E_NMERGES], rbp
+    mov         [r14 + enc.nmerges], rbp
     lea         rax, [rbp * 2]                  ; slots: a power of two
     mov         ecx, 10                         ; >= 2 n, at least 1024
 .size:
@@ -367,18 +367,18 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     jmp         .size
 .sized:
     lea         rax, [rdx - 1]
-    mov         [r14 + E_MASK], rax
+    mov         [r14 + enc.mask], rax
     mov         eax, 32
     sub         eax, ecx
-    mov         [r14 + E_SHIFT], rax
+    mov         [r14 + enc.shift], rax
     lea         rdi, [rdx * 8 + RANK_TAIL * 8]  ; (+ the tail: RANKV)
-    mov         [r14 + E_SLOTBYTES], rdi
+    mov         [r14 + enc.slotbytes], rdi
     call        asmbpe_map
     test        rax, rax
     jz          .fail
-    mov         [r14 + E_SLOTS], rax
+    mov         [r14 + enc.slots], rax
     mov         rdi, rax                        ; every slot empty
-    mov         rcx, [r14 + E_SLOTBYTES]
+    mov         rcx, [r14 + enc.slotbytes]
     shr         rcx, 3
     mov         rax, -1
     rep stosq
@@ -386,7 +386,7 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     call        asmbpe_map                      ; the id -> bytes table)
     test        rax, rax
     jz          .fail_slots
-    mov         [r14 + E_MERGES], rax
+    mov         [r14 + enc.merges], rax
     mov         rdi, rax
     mov         rsi, rbx
     lea         rcx, [rbp * 4]
@@ -395,7 +395,7 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     call        asmbpe_map                      ; chunk's first ranks
     test        rax, rax
     jz          .fail_merges
-    mov         [r14 + E_BP], rax
+    mov         [r14 + enc.bp], rax
     mov         rdi, rax
     mov         ecx, BP_BYTES / 8
     mov         rax, -1
@@ -413,7 +413,7 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     shr         edx, 8
     movzx       edi, al
     or          edx, edi
-    mov         rdi, [r14 + E_BP]
+    mov         rdi, [r14 + enc.bp]
     mov         [rdi + rdx * 2], si
 .not_bytes:
     mov         ecx, eax
@@ -431,7 +431,7 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     inc         rsi
     jmp         .insert
 .done:
-    mov         rdi, [r14 + E_MASK]             ; the tail: the first slots
+    mov         rdi, [r14 + enc.mask]           ; the tail: the first slots
     lea         rdi, [r8 + rdi * 8 + 8]         ; again, so that RANKV's load
     vmovdqu     ymm0, [r8]                      ; from any slot sees the
     vmovdqu     [rdi], ymm0                     ; probe run as it wraps
@@ -439,16 +439,16 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     mov         rax, r14
     jmp         .ret
 .fail_merges:
-    mov         rdi, [r14 + E_MERGES]
+    mov         rdi, [r14 + enc.merges]
     lea         rsi, [rbp * 4 + 4]
     call        asmbpe_unmap
 .fail_slots:
-    mov         rdi, [r14 + E_SLOTS]
-    mov         rsi, [r14 + E_SLOTBYTES]
+    mov         rdi, [r14 + enc.slots]
+    mov         rsi, [r14 + enc.slotbytes]
     call        asmbpe_unmap
 .fail:
     mov         rdi, r14
-    mov         esi, (E_SIZE + 4095) & ~4095
+    mov         esi, (enc_size + 4095) & ~4095
     call        asmbpe_unmap
     xor         eax, eax
 .ret:
@@ -466,7 +466,7 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
 .thread:
     cmp         ebp, MAX_THREADS
     jae         .threads_done
-    mov         rdi, [rbx + E_TS + rbp * 8]
+    mov         rdi, [rbx + enc.ts + rbp * 8]
     test        rdi, rdi
     jz          .next
     call        ts_give                         ; to the pool, for the next
@@ -474,27 +474,27 @@ FUNC asmbpe_enc_free, 1, 12, 0, e
     inc         ebp
     jmp         .thread
 .threads_done:
-    mov         rdi, [rbx + E_SEED]
-    mov         esi, SEED_SLOTS * SD_SIZE
+    mov         rdi, [rbx + enc.seed]
+    mov         esi, SEED_SLOTS * seedslot_size
     call        asmbpe_unmap
-    mov         rdi, [rbx + E_SLOTS]
-    mov         rsi, [rbx + E_SLOTBYTES]
+    mov         rdi, [rbx + enc.slots]
+    mov         rsi, [rbx + enc.slotbytes]
     call        asmbpe_unmap
-    mov         rdi, [rbx + E_BP]
+    mov         rdi, [rbx + enc.bp]
     mov         esi, BP_BYTES
     call        asmbpe_unmap
-    mov         rbp, [rbx + E_NMERGES]
-    mov         rdi, [rbx + E_MERGES]
+    mov         rbp, [rbx + enc.nmerges]
+    mov         rdi, [rbx + enc.merges]
     lea         rsi, [rbp * 4 + 4]
     call        asmbpe_unmap
-    mov         rdi, [rbx + E_TOKOFF]
+    mov         rdi, [rbx + enc.tokoff]
     lea         rsi, [rbp * 8 + 257 * 8]
     call        asmbpe_unmap
-    mov         rdi, [rbx + E_TOKBYTES]
-    mov         rsi, [rbx + E_TOKCAP]
+    mov         rdi, [rbx + enc.tokbytes]
+    mov         rsi, [rbx + enc.tokcap]
     call        asmbpe_unmap
     mov         rdi, rbx
-    mov         esi, (E_SIZE + 4095) & ~4095
+    mov         esi, (enc_size + 4095) & ~4095
     call        asmbpe_unmap
 .ret:
     RET
@@ -517,15 +517,15 @@ FUNC asmbpe_decode, 5, 15, 1, e, ids, n, out, cap
     mov         r13, nq
     mov         r14, outq
     mov         r15, capq
-    cmp         qword [rbx + E_TOKOFF], 0
+    cmp         qword [rbx + enc.tokoff], 0
     jne         .have_table
     call        build_tokens                    ; rbx = e
     test        rax, rax
     jnz         .ret
 .have_table:
-    mov         r8, [rbx + E_TOKOFF]
-    mov         r9, [rbx + E_TOKBYTES]
-    mov         r10, [rbx + E_NMERGES]
+    mov         r8, [rbx + enc.tokoff]
+    mov         r9, [rbx + enc.tokbytes]
+    mov         r10, [rbx + enc.nmerges]
     add         r10, 256                        ; ids defined
     xor         ebp, ebp                        ; bytes so far
     xor         r11d, r11d                      ; i
@@ -569,11 +569,11 @@ FUNC asmbpe_decode, 5, 15, 1, e, ids, n, out, cap
     RET
 ENDFUNC
 
-; build_tokens: rbx = encoder.  Fills E_TOKOFF and E_TOKBYTES.  rax = 0, or
+; build_tokens: rbx = encoder.  Fills enc.tokoff and enc.tokbytes.  rax = 0, or
 ; ASMBPE_ENOMEM.  Keeps rbx, r12-r15; clobbers the rest.
 build_tokens:
     SAVE        rbx, r12, r13, r14, r15, rbp    ; (6: calls aligned)
-    mov         r12, [rbx + E_NMERGES]
+    mov         r12, [rbx + enc.nmerges]
     lea         rdi, [r12 * 8 + 257 * 8]        ; offsets [256 + n + 1]
     call        asmbpe_map
     test        rax, rax
@@ -585,7 +585,7 @@ build_tokens:
     inc         eax
     cmp         eax, 256
     jb          .bytes
-    mov         r14, [rbx + E_MERGES]
+    mov         r14, [rbx + enc.merges]
     xor         ecx, ecx                        ; merge k
     mov         r15d, 256                       ; bytes in all
 .merge_len:
@@ -618,7 +618,7 @@ build_tokens:
     call        asmbpe_map
     test        rax, rax
     jz          .free_off
-    mov         [rbx + E_TOKCAP], rbp
+    mov         [rbx + enc.tokcap], rbp
     mov         rbp, rax
     xor         eax, eax
 .byte_ids:
@@ -648,8 +648,8 @@ build_tokens:
     inc         r8
     jmp         .merge_bytes
 .built:
-    mov         [rbx + E_TOKBYTES], rbp
-    mov         [rbx + E_TOKOFF], r13
+    mov         [rbx + enc.tokbytes], rbp
+    mov         [rbx + enc.tokoff], r13
     xor         eax, eax
     jmp         .ret
 .too_big:
@@ -662,105 +662,109 @@ build_tokens:
 .ret:
     RESTORE
 
-; build_seed: rdi = encoder, with thread 0's state.  Maps E_SEED and fills
+; build_seed: rdi = encoder, with thread 0's state.  Maps enc.seed and fills
 ; it (encode.inc): in id order, each id of up to SEED_MAX_LEN bytes that
 ; those bytes encode to alone (every byte; a merge's checked by short_path
 ; in thread 0's room) goes to the first free slot of its line.  Builds the
 ; id -> bytes table first if needed.  rax = 0, ASMBPE_ENOMEM, or
 ; ASMBPE_EINVAL should a byte find its line full (never, with SHORT_HASH).
 ; Keeps rbx, rbp, r12-r15; clobbers the rest.
-%define BS_JOB      0                           ; J_ENC: the encoder
-%define BS_SLOT     8
-%define BS_LEN      16
-%define BS_BUF      32                          ; 16 zero bytes, the id's
+struc bs_frame                                  ; build_seed's stack frame
+    .job:       resq 1                          ; a job of job.enc alone: the
+                                                ; encoder (all short_path reads)
+    .slot:      resq 1                          ; the id's free slot
+    .len:       resq 1                          ; its length
+                resq 1                          ; (unused)
+    .buf:       resb 64                         ; 16 zero bytes, the id's
                                                 ; bytes zero-padded to 48
-%define BS_IDS      96                          ; their ids (up to 32)
-%define BS_FRAME    168                         ; 6 pushes + this: aligned
+    .ids:       resw 32                         ; their ids (up to 32)
+                resq 1                          ; (6 pushes + the frame: aligned)
+endstruc
 build_seed:
     SAVE        rbx, rbp, r12, r13, r14, r15
-    sub         rsp, BS_FRAME
+    sub         rsp, bs_frame_size
     mov         r13, rdi
-    mov         [rsp + BS_JOB + J_ENC], r13
-    lea         r12, [rsp + BS_JOB]
-    cmp         qword [r13 + E_TOKOFF], 0
+    mov         [rsp + bs_frame.job + job.enc], r13
+    lea         r12, [rsp + bs_frame.job]
+    cmp         qword [r13 + enc.tokoff], 0
     jne         .have_tokens
     mov         rbx, r13
     call        build_tokens
     test        rax, rax
     jnz         .ret
 .have_tokens:
-    mov         edi, SEED_SLOTS * SD_SIZE
+    mov         edi, SEED_SLOTS * seedslot_size
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
     mov         r15, rax
-    mov         rbx, [r13 + E_TS]               ; short_path's room
+    mov         rbx, [r13 + enc.ts]               ; short_path's room
     vpxor       xmm0, xmm0, xmm0
-    vmovdqu     [rsp + BS_BUF], ymm0
-    vmovdqu     [rsp + BS_BUF + 32], ymm0
+    vmovdqu     [rsp + bs_frame.buf], ymm0
+    vmovdqu     [rsp + bs_frame.buf + 32], ymm0
     xor         r14d, r14d                      ; id
 .id:
-    mov         rax, [r13 + E_NMERGES]
+    mov         rax, [r13 + enc.nmerges]
     add         rax, 256
     cmp         r14, rax
     jae         .built
-    mov         rbp, [r13 + E_TOKOFF]
+    mov         rbp, [r13 + enc.tokoff]
     mov         rsi, [rbp + r14 * 8]
     mov         rdx, [rbp + r14 * 8 + 8]
     sub         rdx, rsi                        ; its length
     cmp         rdx, SEED_MAX_LEN
     ja          .next
-    add         rsi, [r13 + E_TOKBYTES]         ; (padded by 16)
+    add         rsi, [r13 + enc.tokbytes]       ; (padded by 16)
     lea         r9, [mask_tab + 64]
     sub         r9, rdx
     vmovdqu     xmm0, [rsi]
     vpand       xmm0, xmm0, [r9]
-    vmovdqu     [rsp + BS_BUF + 16], xmm0       ; (byte 15: 0)
+    vmovdqu     [rsp + bs_frame.buf + 16], xmm0       ; (byte 15: 0)
     vpinsrb     xmm0, xmm0, edx, 15             ; the key
     SHORT_HASH  xmm0, r8, rcx
     shl         r8, SD_SHIFT
     add         r8, r15
-    cmp         byte [r8 + SD_LEN], 0
+    cmp         byte [r8 + seedslot.len], 0
     je          .free
-    xor         r8, SD_SIZE                     ; the other slot of the line
-    cmp         byte [r8 + SD_LEN], 0
+    xor         r8, seedslot_size               ; the other slot of the line
+    cmp         byte [r8 + seedslot.len], 0
     je          .free
     cmp         r14d, 256                       ; lower ids have both
     jb          .no_byte_slot
     jmp         .next
 .free:
-    mov         [rsp + BS_SLOT], r8
-    mov         [rsp + BS_LEN], rdx
+    mov         [rsp + bs_frame.slot], r8
+    mov         [rsp + bs_frame.len], rdx
     cmp         r14d, 256
     jb          .store                          ; a byte is its own id
-    lea         rsi, [rsp + BS_BUF + 16]
-    lea         rdi, [rsp + BS_IDS]
+    lea         rsi, [rsp + bs_frame.buf + 16]
+    lea         rdi, [rsp + bs_frame.ids]
     call        short_path
-    lea         rax, [rsp + BS_IDS + 2]
+    lea         rax, [rsp + bs_frame.ids + 2]
     cmp         rdi, rax
     jne         .next                           ; more than one id
-    movzx       eax, word [rsp + BS_IDS]
+    movzx       eax, word [rsp + bs_frame.ids]
     cmp         eax, r14d
     jne         .next                           ; another id, same bytes
 .store:
-    mov         r8, [rsp + BS_SLOT]
-    vmovdqu     xmm0, [rsp + BS_BUF + 16]
-    vmovdqu     [r8 + SD_KEY], xmm0
-    mov         rdx, [rsp + BS_LEN]
-    mov         [r8 + SD_LEN], dl
+    mov         r8, [rsp + bs_frame.slot]
+    vmovdqu     xmm0, [rsp + bs_frame.buf + 16]
+    vmovdqu     [r8 + seedslot.key], xmm0
+    mov         rdx, [rsp + bs_frame.len]
+    mov         [r8 + seedslot.len], dl
     mov         rax, r14
     bts         rax, 63
-    mov         [r8 + SD_VAL], rax
+    mov         [r8 + seedslot.val], rax
 .next:
     inc         r14
     jmp         .id
 .built:
-    mov         [r13 + E_SEED], r15
+    mov         [r13 + enc.seed], r15
     xor         eax, eax
     jmp         .ret
 .no_byte_slot:
     mov         rdi, r15
-    mov         esi, SEED_SLOTS * SD_SIZE
+    mov         esi, SEED_SLOTS * seedslot_size
     call        asmbpe_unmap
     mov         rax, ASMBPE_EINVAL
     jmp         .ret
@@ -768,7 +772,7 @@ build_seed:
     mov         rax, ASMBPE_ENOMEM
 .ret:
     vzeroupper
-    add         rsp, BS_FRAME
+    add         rsp, bs_frame_size
     RESTORE
 
 ;-----------------------------------------------------------------------------
@@ -776,7 +780,17 @@ build_seed:
 ; The ASMBPE_ES_* counters of thread index tid, or of all threads summed
 ; (tid >= MAX_THREADS), over every call so far.  cache = passes - merge.
 ;-----------------------------------------------------------------------------
-%define ES_COUNT    8
+struc estats                                    ; the counters (ASMBPE_ES_*)
+    .chunks:    resq 1                          ; chunks split
+    .hits:      resq 1                          ; chunks not encoded (found)
+    .longs:     resq 1                          ; chunks that took the heap path
+    .cyc_pretok: resq 1                         ; cycles: pre-tokenizing
+    .cyc_cache: resq 1                          ; the passes, less merging
+    .cyc_merge: resq 1                          ; misses and uncached chunks
+    .cyc_write: resq 1                          ; moving ids into order
+    .cyc_total: resq 1                          ; the whole worker
+endstruc
+%define ES_COUNT    (estats_size / 8)           ; ASMBPE_ES_COUNT
 
 FUNC asmbpe_enc_stats, 3, 7, 0, e, tid, out
     xor         eax, eax
@@ -792,27 +806,27 @@ FUNC asmbpe_enc_stats, 3, 7, 0, e, tid, out
     mov         rcx, tidq                       ; one thread: [tid, tid + 1)
     lea         r10, [rcx + 1]
 .thread:
-    mov         r8, [eq + E_TS + rcx * 8]
+    mov         r8, [eq + enc.ts + rcx * 8]
     test        r8, r8
     jz          .next
-    mov         rax, [r8 + TS_CHUNKS]
-    add         [outq], rax
-    mov         rax, [r8 + TS_CHUNKS]           ; hits: the chunks not encoded
-    sub         rax, [r8 + TS_ENCODED]
-    add         [outq + 8], rax
-    mov         rax, [r8 + TS_LONGS]
-    add         [outq + 16], rax
-    mov         rax, [r8 + TS_CYC_PRETOK]
-    add         [outq + 24], rax
-    mov         rax, [r8 + TS_CYC_PASS]
-    sub         rax, [r8 + TS_CYC_MERGE]
-    add         [outq + 32], rax
-    mov         rax, [r8 + TS_CYC_MERGE]
-    add         [outq + 40], rax
-    mov         rax, [r8 + TS_CYC_WRITE]
-    add         [outq + 48], rax
-    mov         rax, [r8 + TS_CYC_TOTAL]
-    add         [outq + 56], rax
+    mov         rax, [r8 + tstate.chunks]
+    add         [outq + estats.chunks], rax
+    mov         rax, [r8 + tstate.chunks]       ; hits: the chunks not encoded
+    sub         rax, [r8 + tstate.encoded]
+    add         [outq + estats.hits], rax
+    mov         rax, [r8 + tstate.longs]
+    add         [outq + estats.longs], rax
+    mov         rax, [r8 + tstate.cyc_pretok]
+    add         [outq + estats.cyc_pretok], rax
+    mov         rax, [r8 + tstate.cyc_pass]
+    sub         rax, [r8 + tstate.cyc_merge]
+    add         [outq + estats.cyc_cache], rax
+    mov         rax, [r8 + tstate.cyc_merge]
+    add         [outq + estats.cyc_merge], rax
+    mov         rax, [r8 + tstate.cyc_write]
+    add         [outq + estats.cyc_write], rax
+    mov         rax, [r8 + tstate.cyc_total]
+    add         [outq + estats.cyc_total], rax
 .next:
     inc         ecx
     cmp         ecx, r10d
@@ -836,7 +850,13 @@ ENDFUNC
 ; Returns the ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
 ; Not for two calls at once on one encoder (the threads' caches are shared).
 ;-----------------------------------------------------------------------------
-%define EN_FRAME    104                         ; job; calls aligned
+struc en_frame                                  ; asmbpe_encode_impl's frame
+    .job:       resb job_size                   ; the job (at rsp: its pointer)
+                resq 1                          ; (calls aligned)
+endstruc
+%if en_frame.job != 0
+    %error "en_frame: the job must be at rsp"
+%endif
 
 FUNC asmbpe_encode, 6, 6, 0, e, text, ends, ndocs, threads, flags
     and         flagsq, EF_PUBLIC
@@ -847,7 +867,7 @@ ENDFUNC                                         ; arguments are where they were)
 ; EF_DOCPTRS set by the latter)
 HIDDEN
 FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, counts, front
-    STACK_ALLOC EN_FRAME
+    STACK_ALLOC en_frame_size
     mov         rax, ASMBPE_EINVAL
     test        threadsq, threadsq
     jz          .ret
@@ -856,63 +876,63 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     xor         eax, eax
     test        ndocsq, ndocsq
     jz          .ret
-    mov         [rsp + J_ENC], eq
-    mov         [rsp + J_BUF], textq
-    mov         [rsp + J_ENDS], endsq
-    mov         [rsp + J_NDOCS], ndocsq
-    mov         [rsp + J_FLAGS], flagsq
+    mov         [rsp + en_frame.job + job.enc], eq
+    mov         [rsp + en_frame.job + job.buf], textq
+    mov         [rsp + en_frame.job + job.ends], endsq
+    mov         [rsp + en_frame.job + job.ndocs], ndocsq
+    mov         [rsp + en_frame.job + job.flags], flagsq
     mov         rax, outm
-    mov         [rsp + J_OUT], rax
+    mov         [rsp + en_frame.job + job.out], rax
     mov         rax, countsm
-    mov         [rsp + J_COUNTS], rax
-    mov         rax, [rsp + J_OUT]              ; thread 0's ids: from front
-    test        qword [rsp + J_FLAGS], EF_CLAIMS ; when given (EF_CLAIMS),
+    mov         [rsp + en_frame.job + job.counts], rax
+    mov         rax, [rsp + en_frame.job + job.out]              ; thread 0's ids: from front
+    test        qword [rsp + en_frame.job + job.flags], EF_CLAIMS ; when given (EF_CLAIMS),
     jz          .front_is_out                   ; else from out[0]
     mov         rcx, frontm
     test        rcx, rcx
     cmovnz      rax, rcx
 .front_is_out:
-    mov         [rsp + J_FRONT], rax
-    mov         qword [rsp + J_NEXT], 0
-    mov         qword [rsp + J_BACK], 0
-    mov         qword [rsp + J_STATUS], 0
-    mov         [rsp + J_NTH], threadsq
+    mov         [rsp + en_frame.job + job.front], rax
+    mov         qword [rsp + en_frame.job + job.next], 0
+    mov         qword [rsp + en_frame.job + job.back], 0
+    mov         qword [rsp + en_frame.job + job.status], 0
+    mov         [rsp + en_frame.job + job.nth], threadsq
     mov         r15, threadsq
     mov         r13, eq
     xor         r12d, r12d                      ; each thread's state
 .states:
     cmp         r12, r15
     jae         .states_done
-    mov         rbx, [r13 + E_TS + r12 * 8]
+    mov         rbx, [r13 + enc.ts + r12 * 8]
     test        rbx, rbx
     jnz         .have_state
     call        ts_take                         ; one an old encoder used,
     test        rax, rax                        ; else a new one
     jnz         .taken
-    mov         edi, (TS_SIZE + 4095) & ~4095
+    mov         edi, (tstate_size + 4095) & ~4095
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
 .taken:
     mov         rbx, rax
-    mov         [r13 + E_TS + r12 * 8], rbx
+    mov         [r13 + enc.ts + r12 * 8], rbx
 .have_state:
-    test        qword [rsp + J_FLAGS], EF_NOCACHE
+    test        qword [rsp + en_frame.job + job.flags], EF_NOCACHE
     jnz         .next_state
-    cmp         qword [rbx + TS_CACHE], 0
+    cmp         qword [rbx + tstate.cache], 0
     jne         .next_state
-    mov         edi, CACHE_ENTRIES * CE_SIZE
+    mov         edi, CACHE_ENTRIES * centry_size
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         [rbx + TS_CACHE], rax
+    mov         [rbx + tstate.cache], rax
 .next_state:
     inc         r12
     jmp         .states
 .states_done:
-    test        qword [rsp + J_FLAGS], EF_NOCACHE
+    test        qword [rsp + en_frame.job + job.flags], EF_NOCACHE
     jnz         .seeded
-    cmp         qword [r13 + E_SEED], 0
+    cmp         qword [r13 + enc.seed], 0
     jne         .seeded
     mov         rdi, r13
     call        build_seed
@@ -920,16 +940,16 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     jnz         .ret
 .seeded:
     lea         rdi, [enc_worker]
-    mov         rsi, rsp
+    mov         rsi, rsp                        ; the job (en_frame.job)
     mov         rdx, r15
     call        asmbpe_parallel
     movsxd      rax, eax
     test        rax, rax
     jnz         .ret
-    mov         rax, [rsp + J_STATUS]
+    mov         rax, [rsp + en_frame.job + job.status]
     test        rax, rax
     jnz         .ret
-    test        qword [rsp + J_FLAGS], EF_CLAIMS
+    test        qword [rsp + en_frame.job + job.flags], EF_CLAIMS
     jnz         .claims
     ; documents into order: each claim's ids move from out[start(d0) + d0]
     ; (d0: its first document, bit 63 of its count) down to the end of those
@@ -938,15 +958,15 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     shl         rdx, 32
     or          rax, rdx
     mov         r14, rax                        ; (for EF_PROFILE)
-    mov         r8, [rsp + J_OUT]
+    mov         r8, [rsp + en_frame.job + job.out]
     mov         rdi, r8                         ; destination
-    mov         r9, [rsp + J_ENDS]
-    mov         r10, [rsp + J_COUNTS]
+    mov         r9, [rsp + en_frame.job + job.ends]
+    mov         r10, [rsp + en_frame.job + job.counts]
     xor         edx, edx                        ; d
     xor         r11d, r11d                      ; start(d)
     mov         rsi, r8                         ; thread 0's: in place
 .move:
-    cmp         rdx, [rsp + J_NDOCS]
+    cmp         rdx, [rsp + en_frame.job + job.ndocs]
     jae         .moved
     mov         rcx, [r10 + rdx * 8]
     btr         rcx, 63
@@ -971,19 +991,19 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     mov         rbx, rdi
     sub         rbx, r8
     shr         rbx, 1                          ; ids written
-    test        qword [rsp + J_FLAGS], EF_PROFILE
+    test        qword [rsp + en_frame.job + job.flags], EF_PROFILE
     jz          .result
     rdtsc
     shl         rdx, 32
     or          rax, rdx
     sub         rax, r14
-    mov         rcx, [r13 + E_TS]
-    add         [rcx + TS_CYC_WRITE], rax
+    mov         rcx, [r13 + enc.ts]
+    add         [rcx + tstate.cyc_write], rax
 .result:
     mov         rax, rbx
     jmp         .ret
 .claims:                                        ; EF_CLAIMS: no move; the ids
-    mov         r10, [rsp + J_COUNTS]           ; written, the marks kept
+    mov         r10, [rsp + en_frame.job + job.counts]           ; written, the marks kept
     xor         eax, eax
     xor         edx, edx
     mov         rcx, 0x7FFFFFFFFFFFFFFF
@@ -992,13 +1012,13 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     and         r8, rcx
     add         rax, r8
     inc         rdx
-    cmp         rdx, [rsp + J_NDOCS]
+    cmp         rdx, [rsp + en_frame.job + job.ndocs]
     jb          .sum
     jmp         .ret
 .enomem:
     mov         rax, ASMBPE_ENOMEM
 .ret:
-    STACK_FREE  EN_FRAME
+    STACK_FREE  en_frame_size
     RET
 ENDFUNC
 
@@ -1023,46 +1043,54 @@ ENDFUNC
 ;=============================================================================
 ; enc_worker(job, tid): claim blocks of documents until none is left.  Each
 ; document is split EW_BUF chunks at a time.  Pass 1 gives each chunk its
-; W_ENTRY: 1 << 63 | id when it is one id (a chunk of up to 15 bytes found
+; ew_frame.entry: 1 << 63 | id when it is one id (a chunk of up to 15 bytes found
 ; in the whole-token table: no branch), else the way 0 of its cache set
 ; (both ways prefetched), or 0 when it is not cached.  It is two loops: 1a
-; keeps each short chunk's key (W_KEY) and prefetches its whole-token line
-; (W_ENTRY meanwhile: the line's offset, tagged by bit 0), 1b compares once
+; keeps each short chunk's key (ew_frame.key) and prefetches its whole-token line
+; (ew_frame.entry meanwhile: the line's offset, tagged by bit 0), 1b compares once
 ; the lines are there.  Pass 2 writes the
 ; ids: one id directly, a cache hit as one 16-byte copy, the rest through
 ; chunk_miss / chunk_uncached, which count as encoded (asmbpe_enc_stats:
 ; hits = chunks - encoded).
 ;=============================================================================
 %define EW_BUF      512                         ; chunk ends per split call
-%define W_ENTRY     (EW_BUF * 8)                ; their entries (pass 1)
-%define W_DOC       (EW_BUF * 16)
-%define W_DOCEND    (W_DOC + 8)
-%define W_LEN       (W_DOC + 16)
-%define W_POS       (W_DOC + 24)
-%define W_N         (W_DOC + 32)
-%define W_O         (W_DOC + 40)                ; the document's first id
-%define W_D         (W_DOC + 48)                ; the document
-%define W_CACHE     (W_DOC + 56)                ; the cache, or 0
-%define W_PROF      (W_DOC + 64)                ; EF_PROFILE: keep cycles
-%define W_T0        (W_DOC + 72)                ; rdtsc at the start
-%define W_T1        (W_DOC + 80)                ; rdtsc at a phase's start
-%define W_T2        (W_DOC + 88)                ; rdtsc before a miss
-%define W_FIRST     (W_DOC + 96)                ; the claim's first document:
+struc ew_frame                                  ; enc_worker's stack frame
+    .ends:      resq EW_BUF                     ; chunk ends (at rsp: the split's
+                                                ; output)
+    .entry:     resq EW_BUF                     ; their entries (pass 1)
+    .doc:       resq 1                          ; the claim's next document
+    .docend:    resq 1                          ; the claim's end
+    .len:       resq 1                          ; the document's length
+    .pos:       resq 1                          ; the split's start
+    .n:         resq 1                          ; chunks of this split
+    .o:         resq 1                          ; the document's first id
+    .d:         resq 1                          ; the document
+    .cache:     resq 1                          ; the cache, or 0
+    .prof:      resq 1                          ; EF_PROFILE: keep cycles
+    .t0:        resq 1                          ; rdtsc at the start
+    .t1:        resq 1                          ; rdtsc at a phase's start
+    .t2:        resq 1                          ; rdtsc before a miss
+    .first:     resq 1                          ; the claim's first document:
                                                 ; 1 (a room), 2 (thread 0's
-                                                ; first: J_FRONT); else 0
-%define W_FRONT     (W_DOC + 104)               ; thread 0: documents taken
+                                                ; first: job.front); else 0
+    .front:     resq 1                          ; thread 0: documents taken
                                                 ; (from the front); others -1
-%define W_SAFE      (W_DOC + 112)               ; a 16-byte store of ids at or
+    .safe:      resq 1                          ; a 16-byte store of ids at or
                                                 ; below this stays in the room
-%define W_SEED      (W_DOC + 120)               ; the whole-token table
-%define W_KEY       (W_DOC + 144)               ; pass 1: each short chunk's
-                                                ; key [EW_BUF], 16 bytes
-%define EW_FRAME    (EW_BUF * 32 + 152)         ; 6 pushes + this: aligned
+    .seed:      resq 1                          ; the whole-token table
+                resq 2                          ; (unused)
+    .key:       resb 16 * EW_BUF                ; pass 1: each short chunk's
+                                                ; key, 16 bytes
+                resq 1                          ; (6 pushes + the frame: aligned)
+endstruc
+%if ew_frame.ends != 0
+    %error "ew_frame: the chunk ends must be at rsp"
+%endif
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
 ; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
 %macro PROF_START 1
-    cmp         qword [rsp + W_PROF], 0
+    cmp         qword [rsp + ew_frame.prof], 0
     je          %%off
     rdtsc
     shl         rdx, 32
@@ -1071,7 +1099,7 @@ ENDFUNC
 %%off:
 %endmacro
 %macro PROF_ADD 2
-    cmp         qword [rsp + W_PROF], 0
+    cmp         qword [rsp + ew_frame.prof], 0
     je          %%off
     rdtsc
     shl         rdx, 32
@@ -1083,41 +1111,41 @@ ENDFUNC
 
 enc_worker:
     SAVE        rbx, rbp, r12, r13, r14, r15
-    sub         rsp, EW_FRAME
+    sub         rsp, ew_frame_size
     mov         r12, rdi
-    mov         rax, [r12 + J_ENC]
-    mov         rbx, [rax + E_TS + rsi * 8]
-    mov         rax, [r12 + J_FLAGS]
+    mov         rax, [r12 + job.enc]
+    mov         rbx, [rax + enc.ts + rsi * 8]
+    mov         rax, [r12 + job.flags]
     and         eax, EF_PROFILE
-    mov         [rsp + W_PROF], rax
-    PROF_START  W_T0
+    mov         [rsp + ew_frame.prof], rax
+    PROF_START  ew_frame.t0
     xor         eax, eax
-    test        qword [r12 + J_FLAGS], EF_NOCACHE
+    test        qword [r12 + job.flags], EF_NOCACHE
     jnz         .no_cache
-    mov         rax, [rbx + TS_CACHE]
+    mov         rax, [rbx + tstate.cache]
 .no_cache:
-    mov         [rsp + W_CACHE], rax
-    mov         rdx, [r12 + J_ENC]
-    mov         rdx, [rdx + E_SEED]
-    mov         [rsp + W_SEED], rdx
+    mov         [rsp + ew_frame.cache], rax
+    mov         rdx, [r12 + job.enc]
+    mov         rdx, [rdx + enc.seed]
+    mov         [rsp + ew_frame.seed], rdx
     neg         rsi                             ; tid 0 -> 0, others -> < 0
     sar         rsi, 63
-    mov         [rsp + W_FRONT], rsi
-    cmp         qword [rbx + TS_STALE], 0       ; a state from the pool: its
+    mov         [rsp + ew_frame.front], rsi
+    cmp         qword [rbx + tstate.stale], 0   ; a state from the pool: its
     je          .claim                          ; cache cleared here, by its
-    PROF_START  W_T1                            ; own thread (cache phase)
-    mov         rdi, [rbx + TS_CACHE]
-    mov         ecx, CACHE_ENTRIES * CE_SIZE / 8
+    PROF_START  ew_frame.t1                     ; own thread (cache phase)
+    mov         rdi, [rbx + tstate.cache]
+    mov         ecx, CACHE_ENTRIES * centry_size / 8
     xor         eax, eax
     rep stosq
-    mov         qword [rbx + TS_STALE], 0
-    PROF_ADD    W_T1, TS_CYC_PASS
+    mov         qword [rbx + tstate.stale], 0
+    PROF_ADD    ew_frame.t1, tstate.cyc_pass
 .claim:                                         ; k = (left / threads) / 4,
-    mov         rax, [r12 + J_NDOCS]            ; 1..DOC_BLOCK (left: racy,
-    sub         rax, [r12 + J_NEXT]             ; only a size hint)
+    mov         rax, [r12 + job.ndocs]          ; 1..DOC_BLOCK (left: racy,
+    sub         rax, [r12 + job.next]           ; only a size hint)
     jbe         .done
     xor         edx, edx
-    div         qword [r12 + J_NTH]
+    div         qword [r12 + job.nth]
     shr         rax, 2
     mov         ecx, DOC_BLOCK
     cmp         rax, rcx
@@ -1126,42 +1154,42 @@ enc_worker:
     cmp         rax, rcx
     cmovb       rax, rcx
     mov         rcx, rax
-    lock xadd   [r12 + J_NEXT], rax             ; documents claimed before
-    mov         rdx, [r12 + J_NDOCS]
+    lock xadd   [r12 + job.next], rax           ; documents claimed before
+    mov         rdx, [r12 + job.ndocs]
     sub         rdx, rax                        ; left
     jbe         .done
     cmp         rcx, rdx
     cmova       rcx, rdx                        ; this claim: rcx documents
-    mov         rax, [rsp + W_FRONT]
+    mov         rax, [rsp + ew_frame.front]
     test        rax, rax
     js          .back
     lea         rdx, [rax + rcx]                ; thread 0: [f, f + rcx), its
-    mov         [rsp + W_FRONT], rdx            ; ids after its last ones (the
-    mov         [rsp + W_DOC], rax              ; first from J_FRONT), unmarked
-    mov         [rsp + W_DOCEND], rdx
-    neg         rax                             ; W_FIRST = f ? 0 : 2
+    mov         [rsp + ew_frame.front], rdx     ; ids after its last ones (the
+    mov         [rsp + ew_frame.doc], rax       ; first from job.front), unmarked
+    mov         [rsp + ew_frame.docend], rdx
+    neg         rax                             ; ew_frame.first = f ? 0 : 2
     sbb         rax, rax
     add         rax, 1
     add         rax, rax
-    mov         [rsp + W_FIRST], rax
+    mov         [rsp + ew_frame.first], rax
     jmp         .doc
 .back:                                          ; the others: [e - rcx, e),
     mov         rax, rcx                        ; e = n - (documents taken
-    lock xadd   [r12 + J_BACK], rax             ; from the back before), in
-    mov         rdx, [r12 + J_NDOCS]            ; the claim's room, its first
+    lock xadd   [r12 + job.back], rax           ; from the back before), in
+    mov         rdx, [r12 + job.ndocs]            ; the claim's room, its first
     sub         rdx, rax                        ; count marked
-    mov         [rsp + W_DOCEND], rdx
+    mov         [rsp + ew_frame.docend], rdx
     sub         rdx, rcx
-    mov         [rsp + W_DOC], rdx
-    mov         qword [rsp + W_FIRST], 1
+    mov         [rsp + ew_frame.doc], rdx
+    mov         qword [rsp + ew_frame.first], 1
 .doc:
-    mov         rdx, [rsp + W_DOC]
-    cmp         rdx, [rsp + W_DOCEND]
+    mov         rdx, [rsp + ew_frame.doc]
+    cmp         rdx, [rsp + ew_frame.docend]
     jae         .claim
-    mov         [rsp + W_D], rdx
+    mov         [rsp + ew_frame.d], rdx
     lea         rax, [rdx + 1]
-    mov         [rsp + W_DOC], rax
-    mov         rcx, [r12 + J_ENDS]
+    mov         [rsp + ew_frame.doc], rax
+    mov         rcx, [r12 + job.ends]
     xor         eax, eax
     test        rdx, rdx
     jz          .start
@@ -1169,57 +1197,57 @@ enc_worker:
 .start:
     mov         rsi, [rcx + rdx * 8]
     sub         rsi, rax
-    mov         [rsp + W_LEN], rsi
-    mov         r13, [r12 + J_BUF]
-    test        qword [r12 + J_FLAGS], EF_DOCPTRS
+    mov         [rsp + ew_frame.len], rsi
+    mov         r13, [r12 + job.buf]
+    test        qword [r12 + job.flags], EF_DOCPTRS
     jnz         .doc_copy
     add         r13, rax                        ; the document's text
 .have_text:
-    cmp         qword [rsp + W_FIRST], 1
+    cmp         qword [rsp + ew_frame.first], 1
     jb          .same_claim                     ; w: after the last document's
     ja          .front_start                    ; ids, the claim's room, or
-    add         rax, rdx                        ; J_FRONT
-    mov         r15, [r12 + J_OUT]
+    add         rax, rdx                        ; job.front
+    mov         r15, [r12 + job.out]
     lea         r15, [r15 + rax * 2]
     jmp         .same_claim
 .front_start:
-    mov         r15, [r12 + J_FRONT]
+    mov         r15, [r12 + job.front]
 .same_claim:
-    mov         [rsp + W_O], r15
-    mov         rax, [rsp + W_LEN]              ; room: len + 1 ids from w
+    mov         [rsp + ew_frame.o], r15
+    mov         rax, [rsp + ew_frame.len]       ; room: len + 1 ids from w
     lea         rax, [r15 + rax * 2 - 14]
-    mov         [rsp + W_SAFE], rax
-    test        qword [r12 + J_FLAGS], EF_BOS
+    mov         [rsp + ew_frame.safe], rax
+    test        qword [r12 + job.flags], EF_BOS
     jz          .no_bos
-    mov         rax, [r12 + J_ENC]
-    mov         rax, [rax + E_NMERGES]
+    mov         rax, [r12 + job.enc]
+    mov         rax, [rax + enc.nmerges]
     add         eax, 256
     mov         [r15], ax
     add         r15, 2
 .no_bos:
-    mov         qword [rsp + W_POS], 0
+    mov         qword [rsp + ew_frame.pos], 0
 .split:
-    PROF_START  W_T1
+    PROF_START  ew_frame.t1
     mov         rdi, r13
-    mov         rsi, [rsp + W_LEN]
-    mov         rdx, [rsp + W_POS]
-    mov         rcx, rsp
+    mov         rsi, [rsp + ew_frame.len]
+    mov         rdx, [rsp + ew_frame.pos]
+    mov         rcx, rsp                        ; (ew_frame.ends)
     mov         r8, (1 << 63) | EW_BUF          ; (bit 63: stop short of a
     call        asmbpe_split_offsets            ; window that would not fit)
-    mov         [rsp + W_N], rax
-    add         [rbx + TS_CHUNKS], rax
-    PROF_ADD    W_T1, TS_CYC_PRETOK
-    PROF_START  W_T1
-    mov         rdi, [rsp + W_CACHE]            ; pass 1: each chunk's entry
+    mov         [rsp + ew_frame.n], rax
+    add         [rbx + tstate.chunks], rax
+    PROF_ADD    ew_frame.t1, tstate.cyc_pretok
+    PROF_START  ew_frame.t1
+    mov         rdi, [rsp + ew_frame.cache]            ; pass 1: each chunk's entry
     test        rdi, rdi
     jz          .pass1_nocache
-    mov         rbp, [rsp + W_POS]              ; chunk start
-    mov         r10, [rsp + W_SEED]
+    mov         rbp, [rsp + ew_frame.pos]       ; chunk start
+    mov         r10, [rsp + ew_frame.seed]
     xor         r14d, r14d                      ; k
-    cmp         r14, [rsp + W_N]
+    cmp         r14, [rsp + ew_frame.n]
     jae         .pass2
 .hash:
-    mov         rax, [rsp + r14 * 8]
+    mov         rax, [rsp + ew_frame.ends + r14 * 8]
     mov         rdx, rax
     sub         rdx, rbp                        ; len
     lea         rsi, [r13 + rbp]
@@ -1236,38 +1264,38 @@ enc_worker:
     shl         r8, SD_SHIFT
     mov         r11, r14
     shl         r11, 4
-    vmovdqu     [rsp + W_KEY + r11], xmm0
+    vmovdqu     [rsp + ew_frame.key + r11], xmm0
     prefetcht0  [r10 + r8]
     or          r8, 1                           ; (short: the line, tagged)
-    mov         [rsp + W_ENTRY + r14 * 8], r8
+    mov         [rsp + ew_frame.entry + r14 * 8], r8
 .hash_next:
     inc         r14
-    cmp         r14, [rsp + W_N]
+    cmp         r14, [rsp + ew_frame.n]
     jb          .hash
     xor         r14d, r14d                      ; pass 1b: the short chunks'
 .seed:                                          ; lines, fetched by now
-    mov         r8, [rsp + W_ENTRY + r14 * 8]
+    mov         r8, [rsp + ew_frame.entry + r14 * 8]
     test        r8b, 1
     jz          .seed_next                      ; (longer: done)
     mov         r11, r14
     shl         r11, 4
-    vmovdqu     xmm0, [rsp + W_KEY + r11]
+    vmovdqu     xmm0, [rsp + ew_frame.key + r11]
     lea         rax, [r10 + r8 - 1]
-    lea         r8, [rdi + r8 * (CE_SIZE / SD_SIZE) - (CE_SIZE / SD_SIZE)]
-    vpcmpeqb    xmm1, xmm0, [rax + SD_KEY]      ; the set's way 0, unless
-    vpcmpeqb    xmm2, xmm0, [rax + SD_SIZE + SD_KEY]    ; a slot holds the
+    lea         r8, [rdi + r8 * (centry_size / seedslot_size) - (centry_size / seedslot_size)]
+    vpcmpeqb    xmm1, xmm0, [rax + seedslot.key]      ; the set's way 0, unless
+    vpcmpeqb    xmm2, xmm0, [rax + seedslot_size + seedslot.key]    ; a slot holds the
     vpmovmskb   ecx, xmm1                       ; chunk
     vpmovmskb   r9d, xmm2
     cmp         ecx, 0xFFFF
-    cmove       r8, [rax + SD_VAL]              ; 1 << 63 | its id
+    cmove       r8, [rax + seedslot.val]        ; 1 << 63 | its id
     cmp         r9d, 0xFFFF
-    cmove       r8, [rax + SD_SIZE + SD_VAL]
-    mov         [rsp + W_ENTRY + r14 * 8], r8
+    cmove       r8, [rax + seedslot_size + seedslot.val]
+    mov         [rsp + ew_frame.entry + r14 * 8], r8
     prefetcht0  [r8]                            ; (1 << 63 | id: not canonical,
-    prefetcht0  [r8 + CE_SIZE]                  ; dropped)
+    prefetcht0  [r8 + centry_size]              ; dropped)
 .seed_next:
     inc         r14
-    cmp         r14, [rsp + W_N]
+    cmp         r14, [rsp + ew_frame.n]
     jb          .seed
     jmp         .pass2
 .hash_long:                                     ; 16..48 bytes: HASH_BYTES;
@@ -1279,17 +1307,17 @@ enc_worker:
     shl         r8, CE_SHIFT
     add         r8, rdi
     prefetcht0  [r8]
-    prefetcht0  [r8 + CE_SIZE]
+    prefetcht0  [r8 + centry_size]
 .long_entry:
-    mov         [rsp + W_ENTRY + r14 * 8], r8
+    mov         [rsp + ew_frame.entry + r14 * 8], r8
     jmp         .hash_next
 .pass1_nocache:                                 ; no cache: one byte, 1 << 63
-    mov         rbp, [rsp + W_POS]              ; | byte; the rest 0
+    mov         rbp, [rsp + ew_frame.pos]       ; | byte; the rest 0
     xor         r14d, r14d
 .nc_chunk:
-    cmp         r14, [rsp + W_N]
+    cmp         r14, [rsp + ew_frame.n]
     jae         .pass2
-    mov         rax, [rsp + r14 * 8]
+    mov         rax, [rsp + ew_frame.ends + r14 * 8]
     mov         rdx, rax
     sub         rdx, rbp
     movzx       ecx, byte [r13 + rbp]
@@ -1298,15 +1326,15 @@ enc_worker:
     cmp         rdx, 1
     cmove       r8, rcx
     mov         rbp, rax
-    mov         [rsp + W_ENTRY + r14 * 8], r8
+    mov         [rsp + ew_frame.entry + r14 * 8], r8
     inc         r14
     jmp         .nc_chunk
 .pass2:                                         ; pass 2: the ids
     xor         r14d, r14d                      ; k
 .chunk:
-    cmp         r14, [rsp + W_N]
+    cmp         r14, [rsp + ew_frame.n]
     jae         .chunks_done
-    mov         r8, [rsp + W_ENTRY + r14 * 8]
+    mov         r8, [rsp + ew_frame.entry + r14 * 8]
     inc         r14
     test        r8, r8
     jns         .lookup
@@ -1314,13 +1342,13 @@ enc_worker:
     add         r15, 2
     jmp         .chunk
 .lookup:
-    mov         rbp, [rsp + W_POS]              ; the chunk: from the end of
+    mov         rbp, [rsp + ew_frame.pos]       ; the chunk: from the end of
     cmp         r14, 1                          ; the one before
     je          .chunk_start
-    mov         rbp, [rsp + r14 * 8 - 16]
+    mov         rbp, [rsp + ew_frame.ends + r14 * 8 - 16]
 .chunk_start:
     lea         rsi, [r13 + rbp]
-    mov         rdx, [rsp + r14 * 8 - 8]
+    mov         rdx, [rsp + ew_frame.ends + r14 * 8 - 8]
     sub         rdx, rbp                        ; len
     test        r8, r8
     jz          .uncached
@@ -1328,15 +1356,15 @@ enc_worker:
     sub         r9, rdx
     ENTRY_EQ    r8, .way1
 .hit:
-    movzx       eax, byte [r8 + CE_NTOK]
-    cmp         r15, [rsp + W_SAFE]             ; room for a 16-byte store?
+    movzx       eax, byte [r8 + centry.ntok]
+    cmp         r15, [rsp + ew_frame.safe]      ; room for a 16-byte store?
     ja          .hit_small
-    vmovdqu     xmm0, [r8 + CE_TOK]
+    vmovdqu     xmm0, [r8 + centry.tok]
     vmovdqu     [r15], xmm0
     lea         r15, [r15 + rax * 2]
     jmp         .chunk
 .hit_small:
-    movzx       ecx, word [r8 + CE_TOK]
+    movzx       ecx, word [r8 + centry.tok]
     mov         [r15], cx
     add         r8, 2
     add         r15, 2
@@ -1344,30 +1372,30 @@ enc_worker:
     jnz         .hit_small
     jmp         .chunk
 .way1:                                          ; the set's other entry
-    add         r8, CE_SIZE
+    add         r8, centry_size
     ENTRY_EQ    r8, .miss1
     vmovdqu     ymm0, [r8]                      ; found: the two swap, so
     vmovdqu     ymm1, [r8 + 32]                 ; that way 0 holds the last
-    vmovdqu     ymm2, [r8 - CE_SIZE]            ; used
-    vmovdqu     ymm3, [r8 - CE_SIZE + 32]
-    vmovdqu     [r8 - CE_SIZE], ymm0
-    vmovdqu     [r8 - CE_SIZE + 32], ymm1
+    vmovdqu     ymm2, [r8 - centry_size]        ; used
+    vmovdqu     ymm3, [r8 - centry_size + 32]
+    vmovdqu     [r8 - centry_size], ymm0
+    vmovdqu     [r8 - centry_size + 32], ymm1
     vmovdqu     [r8], ymm2
     vmovdqu     [r8 + 32], ymm3
-    sub         r8, CE_SIZE
+    sub         r8, centry_size
     jmp         .hit
 .miss1:
-    sub         r8, CE_SIZE                     ; (chunk_miss: way 0)
+    sub         r8, centry_size                 ; (chunk_miss: way 0)
 .miss:
-    inc         qword [rbx + TS_ENCODED]
-    cmp         qword [rsp + W_PROF], 0
+    inc         qword [rbx + tstate.encoded]
+    cmp         qword [rsp + ew_frame.prof], 0
     jne         .miss_timed
     mov         rdi, r15
     call        chunk_miss
     mov         r15, rdi
     jmp         .chunk
 .uncached:
-    cmp         qword [rsp + W_CACHE], 0        ; cached calls: a run of one
+    cmp         qword [rsp + ew_frame.cache], 0        ; cached calls: a run of one
     je          .not_memo                       ; byte may be in the memo
     mov         rdi, r15
     call        run_memo
@@ -1376,8 +1404,8 @@ enc_worker:
     mov         r15, rdi
     jmp         .chunk
 .not_memo:
-    inc         qword [rbx + TS_ENCODED]
-    cmp         qword [rsp + W_PROF], 0
+    inc         qword [rbx + tstate.encoded]
+    cmp         qword [rsp + ew_frame.prof], 0
     jne         .uncached_timed
     mov         rdi, r15
     call        chunk_uncached
@@ -1393,7 +1421,7 @@ enc_worker:
     rdtsc
     shl         rdx, 32
     or          rax, rdx
-    mov         [rsp + W_T2], rax
+    mov         [rsp + ew_frame.t2], rax
     mov         rdx, r9
     mov         rdi, r15
     call        r10
@@ -1401,74 +1429,74 @@ enc_worker:
     rdtsc
     shl         rdx, 32
     or          rax, rdx
-    sub         rax, [rsp + W_T2]
-    add         [rbx + TS_CYC_MERGE], rax
+    sub         rax, [rsp + ew_frame.t2]
+    add         [rbx + tstate.cyc_merge], rax
     jmp         .chunk
 .chunks_done:
-    PROF_ADD    W_T1, TS_CYC_PASS
-    mov         rax, [rsp + W_N]
+    PROF_ADD    ew_frame.t1, tstate.cyc_pass
+    mov         rax, [rsp + ew_frame.n]
     test        rax, rax
     jz          .doc_done
-    mov         rax, [rsp + rax * 8 - 8]        ; the last chunk's end: the
-    cmp         rax, [rsp + W_LEN]              ; next split's start, unless
+    mov         rax, [rsp + ew_frame.ends + rax * 8 - 8]        ; the last chunk's end: the
+    cmp         rax, [rsp + ew_frame.len]              ; next split's start, unless
     jae         .doc_done                       ; the document is done
-    mov         [rsp + W_POS], rax
+    mov         [rsp + ew_frame.pos], rax
     jmp         .split
 .doc_done:
     mov         rax, r15
-    sub         rax, [rsp + W_O]
+    sub         rax, [rsp + ew_frame.o]
     shr         rax, 1
-    mov         rcx, [rsp + W_FIRST]
-    mov         qword [rsp + W_FIRST], 0
+    mov         rcx, [rsp + ew_frame.first]
+    mov         qword [rsp + ew_frame.first], 0
     cmp         rcx, 1                          ; a room's first document:
     jne         .count                          ; bit 63 of its count, for the
     bts         rax, 63                         ; move (which clears it)
 .count:
-    mov         rcx, [r12 + J_COUNTS]
-    mov         rdx, [rsp + W_D]
+    mov         rcx, [r12 + job.counts]
+    mov         rdx, [rsp + ew_frame.d]
     mov         [rcx + rdx * 8], rax
     jmp         .doc
 .doc_copy:                                      ; asmbpe_encode_docs: the
-    mov         r14, rax                        ; document (r13[d], W_LEN
-    mov         rbp, rdx                        ; bytes) into TS_DOC, padded
-    PROF_START  W_T1                            ; (rax, rdx kept in r14, rbp;
-    mov         rsi, [rsp + W_LEN]              ; the copy, and growing TS_DOC,
+    mov         r14, rax                        ; document (r13[d], ew_frame.len
+    mov         rbp, rdx                        ; bytes) into tstate.doc, padded
+    PROF_START  ew_frame.t1                     ; (rax, rdx kept in r14, rbp;
+    mov         rsi, [rsp + ew_frame.len]       ; the copy, and growing tstate.doc,
     lea         rax, [rsi + 2 * PAD + 64]       ; count as pre-tokenizing)
-    cmp         rax, [rbx + TS_DOCCAP]
+    cmp         rax, [rbx + tstate.doccap]
     jbe         .doc_room
-    mov         rdi, [rbx + TS_DOC]             ; grow
-    mov         rsi, [rbx + TS_DOCCAP]
+    mov         rdi, [rbx + tstate.doc]         ; grow
+    mov         rsi, [rbx + tstate.doccap]
     call        asmbpe_unmap
-    mov         qword [rbx + TS_DOC], 0
-    mov         qword [rbx + TS_DOCCAP], 0
-    mov         rdi, [rsp + W_LEN]
+    mov         qword [rbx + tstate.doc], 0
+    mov         qword [rbx + tstate.doccap], 0
+    mov         rdi, [rsp + ew_frame.len]
     add         rdi, 2 * PAD + 64 + DOC_GRAIN - 1
     and         rdi, -DOC_GRAIN
-    mov         [rsp + W_T2], rdi
+    mov         [rsp + ew_frame.t2], rdi
     call        asmbpe_map
     test        rax, rax
     jz          .doc_enomem
-    mov         [rbx + TS_DOC], rax
-    mov         rax, [rsp + W_T2]
-    mov         [rbx + TS_DOCCAP], rax
-    mov         r13, [r12 + J_BUF]
+    mov         [rbx + tstate.doc], rax
+    mov         rax, [rsp + ew_frame.t2]
+    mov         [rbx + tstate.doccap], rax
+    mov         r13, [r12 + job.buf]
 .doc_room:
     mov         rsi, [r13 + rbp * 8]
-    mov         rdi, [rbx + TS_DOC]
+    mov         rdi, [rbx + tstate.doc]
     add         rdi, PAD
     mov         r13, rdi                        ; the text: the copy
-    mov         rcx, [rsp + W_LEN]
+    mov         rcx, [rsp + ew_frame.len]
     rep movsb
-    PROF_ADD    W_T1, TS_CYC_PRETOK
+    PROF_ADD    ew_frame.t1, tstate.cyc_pretok
     mov         rax, r14
     mov         rdx, rbp
     jmp         .have_text
 .doc_enomem:
-    mov         qword [r12 + J_STATUS], ASMBPE_ENOMEM
+    mov         qword [r12 + job.status], ASMBPE_ENOMEM
 .done:
     vzeroupper
-    PROF_ADD    W_T0, TS_CYC_TOTAL
-    add         rsp, EW_FRAME
+    PROF_ADD    ew_frame.t0, tstate.cyc_total
+    add         rsp, ew_frame_size
     RESTORE
 
 ;=============================================================================
@@ -1499,19 +1527,19 @@ chunk_miss:
     ja          .ret
     vmovdqu     ymm0, [rax]                     ; way 0 -> way 1
     vmovdqu     ymm1, [rax + 32]
-    vmovdqu     [rax + CE_SIZE], ymm0
-    vmovdqu     [rax + CE_SIZE + 32], ymm1
+    vmovdqu     [rax + centry_size], ymm0
+    vmovdqu     [rax + centry_size + 32], ymm1
     lea         r9, [mask_tab + 64]             ; key, zero-padded
     sub         r9, rdx
     vmovdqu     ymm2, [r9]
     vmovdqu     xmm3, [r9 + 32]
     vpand       ymm0, ymm2, [rsi]
     vpand       xmm1, xmm3, [rsi + 32]
-    vmovdqu     [rax + CE_KEY], ymm0
-    vmovdqu     [rax + CE_KEY + 32], xmm1
-    mov         [rax + CE_LEN], dl
-    mov         [rax + CE_NTOK], cl
-    add         rax, CE_TOK
+    vmovdqu     [rax + centry.key], ymm0
+    vmovdqu     [rax + centry.key + 32], xmm1
+    mov         [rax + centry.len], dl
+    mov         [rax + centry.ntok], cl
+    add         rax, centry.tok
     COPY_IDS    rax, r8, rcx, rdx, esi, si
 .ret:
     ret
@@ -1559,25 +1587,25 @@ run_memo:
     add         r8d, edx
     and         r8d, MEMO_ENTRIES - 1
     shl         r8d, 6
-    lea         r8, [rbx + TS_MEMO + r8]
-    cmp         [r8 + MM_LEN], edx
+    lea         r8, [r8 + rbx + tstate.memo]
+    cmp         [r8 + mement.len], edx
     jne         .encode
-    cmp         [r8 + MM_BYTE], al
+    cmp         [r8 + mement.byte], al
     jne         .encode
-    movzx       ecx, byte [r8 + MM_NTOK]        ; found: its ids
-    add         r8, MM_TOK
+    movzx       ecx, byte [r8 + mement.ntok]    ; found: its ids
+    add         r8, mement.tok
     COPY_IDS    rdi, r8, rcx, r9, r10d, r10w
     lea         rdi, [rdi + rcx * 2]
     mov         eax, 1
     ret
 .encode:
-    inc         qword [rbx + TS_ENCODED]
+    inc         qword [rbx + tstate.encoded]
     push        r8                              ; the entry
     push        rax                             ; the byte
     push        rdx                             ; the length
     push        rdi                             ; the first id
     sub         rsp, 8
-    test        qword [r12 + J_FLAGS], EF_PROFILE
+    test        qword [r12 + job.flags], EF_PROFILE
     jnz         .encode_timed
     call        chunk_uncached
 .encoded:
@@ -1591,10 +1619,10 @@ run_memo:
     shr         rcx, 1                          ; ids
     cmp         rcx, MEMO_MAX_TOK
     ja          .kept                           ; (too many: not kept)
-    mov         [r8 + MM_LEN], edx
-    mov         [r8 + MM_BYTE], al
-    mov         [r8 + MM_NTOK], cl
-    add         r8, MM_TOK
+    mov         [r8 + mement.len], edx
+    mov         [r8 + mement.byte], al
+    mov         [r8 + mement.ntok], cl
+    add         r8, mement.tok
     COPY_IDS    r8, r9, rcx, r10, r11d, r11w
 .kept:
     mov         eax, 1
@@ -1613,7 +1641,7 @@ run_memo:
     shl         rdx, 32
     or          rax, rdx
     sub         rax, [rsp]
-    add         [rbx + TS_CYC_MERGE], rax
+    add         [rbx + tstate.cyc_merge], rax
     jmp         .encoded
 
 ;=============================================================================
@@ -1621,7 +1649,7 @@ run_memo:
 ; SHORT_MAX), rdi = ids out.  Rounds: the lowest rank r among the adjacent
 ; pairs, then every occurrence of that pair, left to right, becomes id
 ; 256 + r.  The ids are worked on in place at rdi, the pair ranks in
-; TS_RANK.  The rewrite keeps the ranks up to date as it goes: a pair of two
+; tstate.rank.  The rewrite keeps the ranks up to date as it goes: a pair of two
 ; copied ids keeps its old rank (rank[i - 2] when the copy came from i - 1),
 ; only pairs with the new id are looked up; the next round's lowest rank
 ; falls out of the same pass.  Returns rdi past the ids.  Keeps rbx, rbp,
@@ -1632,7 +1660,7 @@ short_path:
     push        r13
     push        r14
     push        r15
-    mov         rax, [r12 + J_ENC]
+    mov         rax, [r12 + job.enc]
     LOAD_TABLE  rax
     cmp         edx, SHORT16_MAX
     jbe         short16
@@ -1653,7 +1681,7 @@ short_path:
     movzx       ecx, word [rdi + rdx * 2]
     movzx       r15d, word [rdi + rdx * 2 + 2]
     RANK        r15d, r15, ecx, r15d
-    mov         [rbx + TS_RANK + rdx * 4], r15d
+    mov         [rbx + tstate.rank + rdx * 4], r15d
     cmp         r15d, ebp
     cmovb       ebp, r15d
     inc         edx
@@ -1672,7 +1700,7 @@ short_path:
     lea         ecx, [eax + 1]
     cmp         ecx, r13d
     jae         .copy
-    cmp         [rbx + TS_RANK + rax * 4], esi
+    cmp         [rbx + tstate.rank + rax * 4], esi
     jne         .copy
     lea         ecx, [esi + 256]                ; (id[i], id[i+1]) -> 256 + r
     mov         [rdi + rdx * 2], cx
@@ -1691,7 +1719,7 @@ short_path:
     mov         r14d, r15d
     or          ecx, r15d
     jnz         .lookup
-    mov         ecx, [rbx + TS_RANK + rax * 4 - 8]      ; both copied: rank[i-2]
+    mov         ecx, [rbx + tstate.rank + rax * 4 - 8]      ; both copied: rank[i-2]
     jmp         .set
 .lookup:
     movzx       ecx, word [rdi + rdx * 2 - 2]
@@ -1699,7 +1727,7 @@ short_path:
     RANK        r15d, r15, ecx, r15d
     mov         ecx, r15d
 .set:
-    mov         [rbx + TS_RANK + rdx * 4 - 4], ecx
+    mov         [rbx + tstate.rank + rdx * 4 - 4], ecx
     cmp         ecx, ebp
     cmovb       ebp, ecx
     inc         edx
@@ -1722,7 +1750,7 @@ short_path:
 ;=============================================================================
 ; short16: short_path for 2 .. SHORT16_MAX bytes (most cache misses), entered
 ; from it with rbp, r13-r15 pushed, rax = the encoder and the merge table
-; loaded (r8-r10).  The first ranks come from the byte-pair table (E_BP).  One
+; loaded (r8-r10).  The first ranks come from the byte-pair table (enc.bp).  One
 ; merge per step instead of rounds over the whole chunk: the pair ranks (u16,
 ; 0xFFFF: none) sit in ymm4, one lane per position; vphminposuw on each half
 ; gives the lowest rank and its leftmost lane i.  The pair at i joins the
@@ -1733,12 +1761,15 @@ short_path:
 ; so its rank is above r, and an overlapping pair at k dies with k.
 ; The lookups are RANKV (no data-dependent branch), and a merge whose next
 ; one is known early lets that one start at once (STEPS): the lookups of
-; the two overlap.  Ids live in the thread state (TS_RANK, as u16 scratch),
+; the two overlap.  Ids live in the thread state (tstate.rank, as u16 scratch),
 ; the live positions in a bit mask (r15d).  Writes the live ids at rdi;
 ; returns rdi past them.  Keeps rbx, r12 (pushed: the steps use them).
 ; Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
-%define S16_IDS     0                           ; u16 ids [16] (+ 16 spare)
+struc s16                                       ; short16's scratch, in tstate.rank
+    .ids:       resw 16                         ; u16 ids, one per position
+                resw 16                         ; (spare)
+endstruc
 
 ; SET_LANE value32, lane32, width: u16 lane `lane` of ymm4 (width 16) or
 ; xmm4 (width 8) := value (ymm5 = lane_w).  Clobbers ymm6, ymm7.
@@ -1799,7 +1830,7 @@ short_path:
 ; E100: 59 % of the merges need a full search.)
 
 ; BP_LANES xmm, first, count: lanes 0 .. count-1 of xmm = the byte-pair
-; ranks of pairs first .. first+count-1 of the chunk at rsi (rbp = E_BP),
+; ranks of pairs first .. first+count-1 of the chunk at rsi (rbp = enc.bp),
 ; inserted from the table (no store, so no wide reload of narrow stores;
 ; no loop, so no mispredicted exit).  Reads rsi[first .. first+count].
 ; Clobbers eax.  (movzx + rol rather than movbe, which the CPU check does
@@ -1827,7 +1858,7 @@ short_path:
 %%merge:                                        ; merge rank edx at lane eax
     mov         ebp, eax                        ; i
     add         edx, 256                        ; the new id t
-    mov         [r13 + S16_IDS + rbp * 2], dx
+    mov         [r13 + s16.ids + rbp * 2], dx
     mov         r14d, edx
     bzhi        edx, r15d, ebp                  ; p: the last live before i
     lzcnt       edx, edx                        ; (k > i does not change
@@ -1857,14 +1888,14 @@ short_path:
     jz          %%set_i
     tzcnt       esi, esi
     add         esi, ecx                        ; q
-    movzx       esi, word [r13 + S16_IDS + rsi * 2]
+    movzx       esi, word [r13 + s16.ids + rsi * 2]
     RANKV       eax, rax, r14d, esi             ; (t, id[q])
 %%set_i:
     SET_LANE    eax, ebp, %1                    ; lane i := rank
     mov         edi, eax                        ; the lowest new rank
     cmp         edx, 63
     je          %%next
-    movzx       esi, word [r13 + S16_IDS + rdx * 2]
+    movzx       esi, word [r13 + s16.ids + rdx * 2]
     RANKV       eax, rax, esi, r14d             ; (id[p], t)
     SET_LANE    eax, edx, %1                    ; lane p := rank
     cmp         eax, edi
@@ -1885,10 +1916,10 @@ short16:
     push        rbx
     push        r12
     push        rdi
-    mov         rbp, [rax + E_BP]               ; (rax: the encoder)
-    lea         r13, [rbx + TS_RANK]
+    mov         rbp, [rax + enc.bp]             ; (rax: the encoder)
+    lea         r13, [rbx + tstate.rank]
     vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
-    vmovdqu     [r13 + S16_IDS], ymm0           ; chunk: their lanes die)
+    vmovdqu     [r13 + s16.ids], ymm0           ; chunk: their lanes die)
     mov         r14d, edx                       ; n
     vmovdqu     ymm5, [lane_w]
     vmovdqu     ymm8, [bit_w]
@@ -1914,7 +1945,7 @@ short16:
     pop         rdi
 .out_id:
     tzcnt       ecx, r15d
-    movzx       eax, word [r13 + S16_IDS + rcx * 2]
+    movzx       eax, word [r13 + s16.ids + rcx * 2]
     mov         [rdi], ax
     add         rdi, 2
     blsr        r15d, r15d
@@ -1937,29 +1968,30 @@ short16:
 ; short path, in O(n log n).  Returns rdi past the ids.  Keeps rbx, rbp,
 ; r12-r15.  On ENOMEM: sets the job's status, returns rdi unchanged.
 ;=============================================================================
-%define LP_W        0
-%define LP_P        8
-%define LP_N        16
-%define LP_FRAME    24                          ; 5 pushes + ret + 24: aligned
+struc lp_frame                                  ; long_path's stack frame
+    .w:         resq 1                          ; ids out
+    .p:         resq 1                          ; the chunk's bytes
+    .n:         resq 1                          ; its length
+endstruc                                        ; (5 pushes + ret + 24: aligned)
 
 %define DEAD        0xFFFF
 
 long_path:
     SAVE        rbp, r12, r13, r14, r15
-    sub         rsp, LP_FRAME
-    mov         [rsp + LP_W], rdi
-    mov         [rsp + LP_P], rsi
-    mov         [rsp + LP_N], rdx
-    inc         qword [rbx + TS_LONGS]
-    cmp         rdx, [rbx + TS_LONGCAP]
+    sub         rsp, lp_frame_size
+    mov         [rsp + lp_frame.w], rdi
+    mov         [rsp + lp_frame.p], rsi
+    mov         [rsp + lp_frame.n], rdx
+    inc         qword [rbx + tstate.longs]
+    cmp         rdx, [rbx + tstate.longcap]
     jbe         .have_room
-    mov         rdi, [rbx + TS_LONG]            ; grow the arrays
-    mov         rsi, [rbx + TS_LONGCAP]
+    mov         rdi, [rbx + tstate.long]        ; grow the arrays
+    mov         rsi, [rbx + tstate.longcap]
     shl         rsi, 5
     call        asmbpe_unmap
-    mov         qword [rbx + TS_LONG], 0
-    mov         qword [rbx + TS_LONGCAP], 0
-    mov         rdi, [rsp + LP_N]
+    mov         qword [rbx + tstate.long], 0
+    mov         qword [rbx + tstate.longcap], 0
+    mov         rdi, [rsp + lp_frame.n]
     add         rdi, 65535
     and         rdi, ~65535
     mov         r13, rdi
@@ -1967,20 +1999,20 @@ long_path:
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         [rbx + TS_LONG], rax
-    mov         [rbx + TS_LONGCAP], r13
+    mov         [rbx + tstate.long], rax
+    mov         [rbx + tstate.longcap], r13
 .have_room:
-    mov         rax, [r12 + J_ENC]
+    mov         rax, [r12 + job.enc]
     LOAD_TABLE  rax
-    mov         r12, [rsp + LP_W]               ; ids (r12 is saved)
-    mov         r13, [rbx + TS_LONG]            ; next[]
-    mov         r14, [rbx + TS_LONGCAP]
+    mov         r12, [rsp + lp_frame.w]         ; ids (r12 is saved)
+    mov         r13, [rbx + tstate.long]        ; next[]
+    mov         r14, [rbx + tstate.longcap]
     lea         r14, [r13 + r14 * 4]            ; prev[]
-    mov         r15, [rbx + TS_LONGCAP]
+    mov         r15, [rbx + tstate.longcap]
     lea         r15, [r13 + r15 * 8]            ; heap[]
     xor         ebp, ebp                        ; heap size
-    mov         rsi, [rsp + LP_P]
-    mov         rdx, [rsp + LP_N]
+    mov         rsi, [rsp + lp_frame.p]
+    mov         rdx, [rsp + lp_frame.n]
     xor         eax, eax
 .init:
     movzx       ecx, byte [rsi + rax]
@@ -1995,7 +2027,7 @@ long_path:
     xor         edi, edi                        ; the first pairs
 .init_pairs:
     lea         eax, [edi + 1]
-    cmp         rax, [rsp + LP_N]
+    cmp         rax, [rsp + lp_frame.n]
     jae         .loop
     movzx       eax, word [r12 + rdi * 2]
     movzx       edx, word [r12 + rdi * 2 + 2]
@@ -2019,7 +2051,7 @@ long_path:
     cmp         eax, DEAD
     je          .loop
     mov         ecx, [r13 + rdi * 4]            ; j = next[i]
-    cmp         rcx, [rsp + LP_N]
+    cmp         rcx, [rsp + lp_frame.n]
     jae         .loop
     movzx       edx, word [r12 + rcx * 2]
     push        rcx
@@ -2032,7 +2064,7 @@ long_path:
     mov         word [r12 + rcx * 2], DEAD
     mov         edx, [r13 + rcx * 4]            ; k = next[j]
     mov         [r13 + rdi * 4], edx
-    cmp         rdx, [rsp + LP_N]
+    cmp         rdx, [rsp + lp_frame.n]
     jae         .no_k
     mov         [r14 + rdx * 4], edi            ; prev[k] = i
     push        rdx                             ; (t, id[k]) at i
@@ -2072,16 +2104,16 @@ long_path:
     mov         [r12 + rdx * 2], cx
     inc         edx
     mov         eax, [r13 + rax * 4]
-    cmp         rax, [rsp + LP_N]
+    cmp         rax, [rsp + lp_frame.n]
     jb          .gather
     lea         rdi, [r12 + rdx * 2]
     jmp         .ret
 .enomem:
-    mov         r12, [rsp + LP_FRAME + 8 * 3]   ; the saved job (r12)
-    mov         qword [r12 + J_STATUS], ASMBPE_ENOMEM
-    mov         rdi, [rsp + LP_W]
+    mov         r12, [rsp + lp_frame_size + 8 * 3]   ; the saved job (r12)
+    mov         qword [r12 + job.status], ASMBPE_ENOMEM
+    mov         rdi, [rsp + lp_frame.w]
 .ret:
-    add         rsp, LP_FRAME
+    add         rsp, lp_frame_size
     RESTORE
 
 ; heap_push: rax = key; r15 = heap, rbp = size (grows by one).  A min-heap.
