@@ -11,7 +11,8 @@ instructions differ, ignoring where the routines landed.
 in the new one); branch targets inside the routines are renamed the same way.
 
 Each routine is the code between two labels without a '.' (nasm's local labels,
-`routine.loop`, stay inside their routine).  Instructions are compared with their
+`routine.loop`, stay inside their routine); a routine that starts where the one
+before has its `.end` label (ENDFUNC / ENDPROC) is named by its own symbol (nm).  Instructions are compared with their
 addresses removed: branch targets as `<label+offset>`, RIP-relative operands by the
 symbol objdump names, and alignment nops dropped.  A routine's start alignment
 (its address mod 64) is reported separately, since a hot loop can move across a
@@ -28,15 +29,37 @@ HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 NOP = re.compile(r"^(data16 )*(cs )?(nop|xchg\s+ax,ax)\b")
 
 
+def aliases(path: str) -> dict[str, str]:
+    """`name.end` -> the routine that starts at the same address (from nm): objdump
+    shows one label per address, and an ENDFUNC / ENDPROC `.end` label can hide the
+    next routine's name (both its header and the branches to it)."""
+    out = subprocess.run(["nm", "-n", path], check=True, capture_output=True, text=True).stdout
+    at: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tT":
+            at.setdefault(int(parts[0], 16), []).append(parts[2])
+    result = {}
+    for names in at.values():
+        plain = [n for n in names if "." not in n]
+        if len(plain) == 1:
+            for n in names:
+                if n.endswith(".end"):
+                    result[n] = plain[0]
+    return result
+
+
 def routines(path: str) -> dict[str, tuple[int, list[str]]]:
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-M", "intel", path],
                          check=True, capture_output=True, text=True).stdout
+    alias = aliases(path)
+    hidden = re.compile(r"<(" + "|".join(map(re.escape, alias)) + r")([+>])") if alias else None
     result: dict[str, tuple[int, list[str]]] = {}
     current = None
     for line in out.splitlines():
         m = HEADER.match(line)
         if m:
-            name = m.group(2)
+            name = alias.get(m.group(2), m.group(2))
             if "." not in name:
                 current = name
                 n = 2
@@ -50,6 +73,8 @@ def routines(path: str) -> dict[str, tuple[int, list[str]]]:
         insn = line.split("\t", 1)[1].strip()
         if NOP.match(insn):
             continue
+        if hidden:
+            insn = hidden.sub(lambda m: "<" + alias[m.group(1)] + m.group(2), insn)
         insn = re.sub(r"\b[0-9a-f]+ (<[^>]+>)", r"\1", insn)        # branch targets
         insn = re.sub(r"\.\.@\d+\.", "..@N.", insn)                # macro-local labels
         insn = re.sub(r"\[rip\+0x[0-9a-f]+\]", "[rip+X]", insn)      # rip-relative
