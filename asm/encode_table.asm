@@ -1,0 +1,389 @@
+;-----------------------------------------------------------------------------
+; encode_table.asm — building the encoder's tables: asmbpe_enc_new / asmbpe_enc_free,
+; build_tokens (the id -> bytes table) and build_seed (the whole-token table).
+;
+; asmbpe_enc_new makes the pair -> rank hash and the byte-pair table that
+; short_path / long_path read (LOAD_TABLE, RANK: encode.inc).  build_tokens is
+; called by asmbpe_decode (encode_decode.asm) and build_seed; build_seed by
+; asmbpe_encode_impl (encode_entry.asm) on the first cached call, checking
+; each candidate id with short_path (encode_short.asm).  asmbpe_enc_free gives
+; the thread states to the pool (ts_give, encode_pool.asm).
+;-----------------------------------------------------------------------------
+%include "asmbpe.inc"
+%include "sys.inc"
+%include "encode.inc"
+
+extern ts_give
+extern short_path
+extern mask_tab
+
+section .text
+
+;-----------------------------------------------------------------------------
+; asmbpe_enc *asmbpe_enc_new(const uint32_t *merges, uint64_t n_merges)
+; merges[i] = left | right << 16 makes id 256 + i (checked by the caller:
+; ids defined, no pair twice).  NULL when out of memory or n_merges too big.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_new, 2, 12, 0, merges, n
+    mov         rbx, mergesq
+    mov         rbp, nq
+    xor         eax, eax
+    cmp         rbp, 65535 - 256
+    ja          .ret
+    mov         edi, (enc_size + 4095) & ~4095
+    call        asmbpe_map
+    test        rax, rax
+    jz          .ret
+    mov         r14, rax
+    mov         [r14 + enc.nmerges], rbp
+    lea         rax, [rbp * 2]                  ; slots: a power of two
+    mov         ecx, 10                         ; >= 2 n, at least 1024
+.size:
+    mov         edx, 1
+    shl         edx, cl
+    cmp         rdx, rax
+    jae         .sized
+    inc         ecx
+    jmp         .size
+.sized:
+    lea         rax, [rdx - 1]
+    mov         [r14 + enc.mask], rax
+    mov         eax, 32
+    sub         eax, ecx
+    mov         [r14 + enc.shift], rax
+    lea         rdi, [rdx * 8 + RANK_TAIL * 8]  ; (+ the tail: RANKV)
+    mov         [r14 + enc.slotbytes], rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [r14 + enc.slots], rax
+    mov         rdi, rax                        ; every slot empty
+    mov         rcx, [r14 + enc.slotbytes]
+    shr         rcx, 3
+    mov         rax, -1
+    rep stosq
+    lea         rdi, [rbp * 4 + 4]              ; a copy of the merges (for
+    call        asmbpe_map                      ; the id -> bytes table)
+    test        rax, rax
+    jz          .fail_slots
+    mov         [r14 + enc.merges], rax
+    mov         rdi, rax
+    mov         rsi, rbx
+    lea         rcx, [rbp * 4]
+    rep movsb
+    mov         edi, BP_BYTES                   ; the byte-pair ranks, for a
+    call        asmbpe_map                      ; chunk's first ranks
+    test        rax, rax
+    jz          .fail_merges
+    mov         [r14 + enc.bp], rax
+    mov         rdi, rax
+    mov         ecx, BP_BYTES / 8
+    mov         rax, -1
+    rep stosq
+    LOAD_TABLE  r14
+    xor         esi, esi                        ; merge i
+.insert:
+    cmp         rsi, rbp
+    jae         .done
+    mov         eax, [rbx + rsi * 4]
+    rol         eax, 16                         ; P = left << 16 | right
+    test        eax, 0xFF00FF00
+    jnz         .not_bytes
+    mov         edx, eax                        ; two bytes: a << 8 | b
+    shr         edx, 8
+    movzx       edi, al
+    or          edx, edi
+    mov         rdi, [r14 + enc.bp]
+    mov         [rdi + rdx * 2], si
+.not_bytes:
+    mov         ecx, eax
+    imul        r11d, ecx, RANK_MUL
+    shrx        r11d, r11d, r10d
+.probe:
+    cmp         dword [r8 + r11 * 8], NO_RANK
+    je          .put
+    inc         r11d
+    and         r11d, r9d
+    jmp         .probe
+.put:
+    mov         [r8 + r11 * 8], ecx
+    mov         [r8 + r11 * 8 + 4], esi
+    inc         rsi
+    jmp         .insert
+.done:
+    mov         rdi, [r14 + enc.mask]           ; the tail: the first slots
+    lea         rdi, [r8 + rdi * 8 + 8]         ; again, so that RANKV's load
+    vmovdqu     ymm0, [r8]                      ; from any slot sees the
+    vmovdqu     [rdi], ymm0                     ; probe run as it wraps
+    vzeroupper
+    mov         rax, r14
+    jmp         .ret
+.fail_merges:
+    mov         rdi, [r14 + enc.merges]
+    lea         rsi, [rbp * 4 + 4]
+    call        asmbpe_unmap
+.fail_slots:
+    mov         rdi, [r14 + enc.slots]
+    mov         rsi, [r14 + enc.slotbytes]
+    call        asmbpe_unmap
+.fail:
+    mov         rdi, r14
+    mov         esi, (enc_size + 4095) & ~4095
+    call        asmbpe_unmap
+    xor         eax, eax
+.ret:
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; void asmbpe_enc_free(asmbpe_enc *e)          (e may be NULL)
+;-----------------------------------------------------------------------------
+FUNC asmbpe_enc_free, 1, 12, 0, e
+    mov         rbx, eq
+    test        rbx, rbx
+    jz          .ret
+    xor         ebp, ebp                        ; thread index
+.thread:
+    cmp         ebp, MAX_THREADS
+    jae         .threads_done
+    mov         rdi, [rbx + enc.ts + rbp * 8]
+    test        rdi, rdi
+    jz          .next
+    call        ts_give                         ; to the pool, for the next
+.next:                                          ; encoder
+    inc         ebp
+    jmp         .thread
+.threads_done:
+    mov         rdi, [rbx + enc.seed]
+    mov         esi, SEED_SLOTS * seedslot_size
+    call        asmbpe_unmap
+    mov         rdi, [rbx + enc.slots]
+    mov         rsi, [rbx + enc.slotbytes]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + enc.bp]
+    mov         esi, BP_BYTES
+    call        asmbpe_unmap
+    mov         rbp, [rbx + enc.nmerges]
+    mov         rdi, [rbx + enc.merges]
+    lea         rsi, [rbp * 4 + 4]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + enc.tokoff]
+    lea         rsi, [rbp * 8 + 257 * 8]
+    call        asmbpe_unmap
+    mov         rdi, [rbx + enc.tokbytes]
+    mov         rsi, [rbx + enc.tokcap]
+    call        asmbpe_unmap
+    mov         rdi, rbx
+    mov         esi, (enc_size + 4095) & ~4095
+    call        asmbpe_unmap
+.ret:
+    RET
+ENDFUNC
+
+; build_tokens: rbx = encoder.  Fills enc.tokoff and enc.tokbytes.  rax = 0, or
+; ASMBPE_ENOMEM.  Keeps rbx, r12-r15; clobbers the rest.
+PROC build_tokens
+    SAVE        rbx, r12, r13, r14, r15, rbp    ; (6: calls aligned)
+    mov         r12, [rbx + enc.nmerges]
+    lea         rdi, [r12 * 8 + 257 * 8]        ; offsets [256 + n + 1]
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         r13, rax
+    xor         eax, eax                        ; lengths first, in off[id + 1]
+.bytes:
+    mov         qword [r13 + rax * 8 + 8], 1
+    inc         eax
+    cmp         eax, 256
+    jb          .bytes
+    mov         r14, [rbx + enc.merges]
+    xor         ecx, ecx                        ; merge k
+    mov         r15d, 256                       ; bytes in all
+.merge_len:
+    cmp         rcx, r12
+    jae         .lengths_done
+    mov         eax, [r14 + rcx * 4]
+    movzx       edx, ax                         ; left
+    shr         eax, 16                         ; right
+    mov         rdx, [r13 + rdx * 8 + 8]
+    add         rdx, [r13 + rax * 8 + 8]
+    mov         [r13 + rcx * 8 + 257 * 8], rdx
+    add         r15, rdx
+    cmp         r15, TOK_MAX_BYTES
+    ja          .too_big
+    inc         rcx
+    jmp         .merge_len
+.lengths_done:
+    xor         eax, eax                        ; lengths -> start offsets
+    xor         edx, edx
+    lea         rcx, [r12 + 256]
+.prefix:
+    add         rdx, [r13 + rax * 8 + 8]
+    mov         [r13 + rax * 8 + 8], rdx
+    inc         rax
+    cmp         rax, rcx
+    jb          .prefix
+    lea         rdi, [r15 + 4095 + 16]          ; the bytes, and 16 to spare
+    and         rdi, ~4095
+    mov         rbp, rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .free_off
+    mov         [rbx + enc.tokcap], rbp
+    mov         rbp, rax
+    xor         eax, eax
+.byte_ids:
+    mov         [rbp + rax], al
+    inc         eax
+    cmp         eax, 256
+    jb          .byte_ids
+    xor         r8d, r8d                        ; merge k: left's bytes, right's
+.merge_bytes:
+    cmp         r8, r12
+    jae         .built
+    mov         rdi, [r13 + r8 * 8 + 256 * 8]
+    add         rdi, rbp
+    mov         eax, [r14 + r8 * 4]
+    movzx       edx, ax
+    shr         eax, 16
+    mov         rsi, [r13 + rdx * 8]
+    mov         rcx, [r13 + rdx * 8 + 8]
+    sub         rcx, rsi
+    add         rsi, rbp
+    rep movsb
+    mov         rsi, [r13 + rax * 8]
+    mov         rcx, [r13 + rax * 8 + 8]
+    sub         rcx, rsi
+    add         rsi, rbp
+    rep movsb
+    inc         r8
+    jmp         .merge_bytes
+.built:
+    mov         [rbx + enc.tokbytes], rbp
+    mov         [rbx + enc.tokoff], r13
+    xor         eax, eax
+    jmp         .ret
+.too_big:
+.free_off:
+    mov         rdi, r13
+    lea         rsi, [r12 * 8 + 257 * 8]
+    call        asmbpe_unmap
+.enomem:
+    mov         rax, ASMBPE_ENOMEM
+.ret:
+    RESTORE
+ENDPROC
+
+; build_seed: rdi = encoder, with thread 0's state.  Maps enc.seed and fills
+; it (encode.inc): in id order, each id of up to SEED_MAX_LEN bytes that
+; those bytes encode to alone (every byte; a merge's checked by short_path
+; in thread 0's room) goes to the first free slot of its line.  Builds the
+; id -> bytes table first if needed.  rax = 0, ASMBPE_ENOMEM, or
+; ASMBPE_EINVAL should a byte find its line full (never, with SHORT_HASH).
+; Keeps rbx, rbp, r12-r15; clobbers the rest.
+struc bs_frame                                  ; build_seed's stack frame
+    .job:       resq 1                          ; a job of job.enc alone: the
+                                                ; encoder (all short_path reads)
+    .slot:      resq 1                          ; the id's free slot
+    .len:       resq 1                          ; its length
+                resq 1                          ; (unused)
+    .buf:       resb 64                         ; 16 zero bytes, the id's
+                                                ; bytes zero-padded to 48
+    .ids:       resw 32                         ; their ids (up to 32)
+                resq 1                          ; (6 pushes + the frame: aligned)
+endstruc
+PROC build_seed
+    SAVE        rbx, rbp, r12, r13, r14, r15
+    sub         rsp, bs_frame_size
+    mov         r13, rdi
+    mov         [rsp + bs_frame.job + job.enc], r13
+    lea         r12, [rsp + bs_frame.job]
+    cmp         qword [r13 + enc.tokoff], 0
+    jne         .have_tokens
+    mov         rbx, r13
+    call        build_tokens
+    test        rax, rax
+    jnz         .ret
+.have_tokens:
+    mov         edi, SEED_SLOTS * seedslot_size
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         r15, rax
+    mov         rbx, [r13 + enc.ts]               ; short_path's room
+    vpxor       xmm0, xmm0, xmm0
+    vmovdqu     [rsp + bs_frame.buf], ymm0
+    vmovdqu     [rsp + bs_frame.buf + 32], ymm0
+    xor         r14d, r14d                      ; id
+.id:
+    mov         rax, [r13 + enc.nmerges]
+    add         rax, 256
+    cmp         r14, rax
+    jae         .built
+    mov         rbp, [r13 + enc.tokoff]
+    mov         rsi, [rbp + r14 * 8]
+    mov         rdx, [rbp + r14 * 8 + 8]
+    sub         rdx, rsi                        ; its length
+    cmp         rdx, SEED_MAX_LEN
+    ja          .next
+    add         rsi, [r13 + enc.tokbytes]       ; (padded by 16)
+    lea         r9, [mask_tab + 64]
+    sub         r9, rdx
+    vmovdqu     xmm0, [rsi]
+    vpand       xmm0, xmm0, [r9]
+    vmovdqu     [rsp + bs_frame.buf + 16], xmm0       ; (byte 15: 0)
+    vpinsrb     xmm0, xmm0, edx, 15             ; the key
+    SHORT_HASH  xmm0, r8, rcx
+    shl         r8, SD_SHIFT
+    add         r8, r15
+    cmp         byte [r8 + seedslot.len], 0
+    je          .free
+    xor         r8, seedslot_size               ; the other slot of the line
+    cmp         byte [r8 + seedslot.len], 0
+    je          .free
+    cmp         r14d, 256                       ; lower ids have both
+    jb          .no_byte_slot
+    jmp         .next
+.free:
+    mov         [rsp + bs_frame.slot], r8
+    mov         [rsp + bs_frame.len], rdx
+    cmp         r14d, 256
+    jb          .store                          ; a byte is its own id
+    lea         rsi, [rsp + bs_frame.buf + 16]
+    lea         rdi, [rsp + bs_frame.ids]
+    call        short_path
+    lea         rax, [rsp + bs_frame.ids + 2]
+    cmp         rdi, rax
+    jne         .next                           ; more than one id
+    movzx       eax, word [rsp + bs_frame.ids]
+    cmp         eax, r14d
+    jne         .next                           ; another id, same bytes
+.store:
+    mov         r8, [rsp + bs_frame.slot]
+    vmovdqu     xmm0, [rsp + bs_frame.buf + 16]
+    vmovdqu     [r8 + seedslot.key], xmm0
+    mov         rdx, [rsp + bs_frame.len]
+    mov         [r8 + seedslot.len], dl
+    mov         rax, r14
+    bts         rax, 63
+    mov         [r8 + seedslot.val], rax
+.next:
+    inc         r14
+    jmp         .id
+.built:
+    mov         [r13 + enc.seed], r15
+    xor         eax, eax
+    jmp         .ret
+.no_byte_slot:
+    mov         rdi, r15
+    mov         esi, SEED_SLOTS * seedslot_size
+    call        asmbpe_unmap
+    mov         rax, ASMBPE_EINVAL
+    jmp         .ret
+.enomem:
+    mov         rax, ASMBPE_ENOMEM
+.ret:
+    vzeroupper
+    add         rsp, bs_frame_size
+    RESTORE
+ENDPROC
