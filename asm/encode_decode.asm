@@ -25,45 +25,57 @@ section .text
 ; cannot be had or would pass TOK_MAX_BYTES.  Reads up to 15 bytes past a
 ; token's bytes in the table (padded).
 ;-----------------------------------------------------------------------------
+%define dc_enc       rbx   ; the encoder
+%define dc_ids       r12   ; ids
+%define dc_n         r13   ; their number
+%define dc_out       r14   ; out
+%define dc_cap       r15   ; cap
+%define dc_off       r8    ; enc.tokoff: each id's first byte in dc_bytes
+%define dc_bytes     r9    ; enc.tokbytes
+%define dc_nids      r10   ; ids defined (256 + merges)
+%define dc_len       rbp   ; bytes so far (written or counted)
+%define dc_lend      ebp   ; (dc_len, 32-bit)
+%define dc_at        r11   ; the next id's index
+%define dc_atd       r11d  ; (dc_at, 32-bit)
 FUNC asmbpe_decode, 5, 15, 1, e, ids, n, out, cap
-    mov         rbx, eq
-    mov         r12, idsq
-    mov         r13, nq
-    mov         r14, outq
-    mov         r15, capq
-    cmp         qword [rbx + enc.tokoff], 0
+    mov         dc_enc, eq
+    mov         dc_ids, idsq
+    mov         dc_n, nq
+    mov         dc_out, outq
+    mov         dc_cap, capq
+    cmp         qword [dc_enc + enc.tokoff], 0
     jne         .have_table
     call        build_tokens                    ; rbx = e
     test        rax, rax
     jnz         .ret
 .have_table:
-    mov         r8, [rbx + enc.tokoff]
-    mov         r9, [rbx + enc.tokbytes]
-    mov         r10, [rbx + enc.nmerges]
-    add         r10, 256                        ; ids defined
-    xor         ebp, ebp                        ; bytes so far
-    xor         r11d, r11d                      ; i
+    mov         dc_off, [dc_enc + enc.tokoff]
+    mov         dc_bytes, [dc_enc + enc.tokbytes]
+    mov         dc_nids, [dc_enc + enc.nmerges]
+    add         dc_nids, 256                    ; ids defined
+    xor         dc_lend, dc_lend                ; bytes so far
+    xor         dc_atd, dc_atd                  ; i
 .id:
-    cmp         r11, r13
+    cmp         dc_at, dc_n
     jae         .done
-    movzx       eax, word [r12 + r11 * 2]
-    inc         r11
-    cmp         rax, r10
+    movzx       eax, word [dc_ids + dc_at * 2]
+    inc         dc_at
+    cmp         rax, dc_nids
     jae         .einval
-    mov         rsi, [r8 + rax * 8]
-    mov         rcx, [r8 + rax * 8 + 8]
+    mov         rsi, [dc_off + rax * 8]
+    mov         rcx, [dc_off + rax * 8 + 8]
     sub         rcx, rsi                        ; its length
-    add         rsi, r9
-    lea         rdx, [rbp + rcx]
-    cmp         rdx, r15
+    add         rsi, dc_bytes
+    lea         rdx, [dc_len + rcx]
+    cmp         rdx, dc_cap
     ja          .count_only                     ; past cap: count, write nothing
-    lea         rdi, [r14 + rbp]
-    mov         rbp, rdx
+    lea         rdi, [dc_out + dc_len]
+    mov         dc_len, rdx
     cmp         rcx, 16
     ja          .long
     lea         rax, [rdi + 16]                 ; a 16-byte store fits in cap?
-    sub         rax, r14
-    cmp         rax, r15
+    sub         rax, dc_out
+    cmp         rax, dc_cap
     ja          .long
     vmovdqu     xmm0, [rsi]
     vmovdqu     [rdi], xmm0
@@ -72,16 +84,28 @@ FUNC asmbpe_decode, 5, 15, 1, e, ids, n, out, cap
     rep movsb
     jmp         .id
 .count_only:
-    mov         rbp, rdx
+    mov         dc_len, rdx
     jmp         .id
 .done:
-    mov         rax, rbp
+    mov         rax, dc_len
     jmp         .ret
 .einval:
     mov         rax, ASMBPE_EINVAL
 .ret:
     RET
 ENDFUNC
+%undef dc_enc
+%undef dc_ids
+%undef dc_n
+%undef dc_out
+%undef dc_cap
+%undef dc_off
+%undef dc_bytes
+%undef dc_nids
+%undef dc_len
+%undef dc_lend
+%undef dc_at
+%undef dc_atd
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out)

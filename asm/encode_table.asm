@@ -24,19 +24,31 @@ section .text
 ; merges[i] = left | right << 16 makes id 256 + i (checked by the caller:
 ; ids defined, no pair twice).  NULL when out of memory or n_merges too big.
 ;-----------------------------------------------------------------------------
+%define nw_merges    rbx   ; merges
+%define nw_n         rbp   ; n_merges
+%define nw_enc       r14   ; the encoder
+%define nw_k         rsi   ; the merge inserted (its rank)
+%define nw_kd        esi   ; (nw_k, 32-bit)
+%define nw_kw        si    ; (nw_k, 16-bit)
+%define nw_p         ecx   ; its pair P = left << 16 | right
+%define nw_slots     r8    ; the slots (LOAD_TABLE)
+%define nw_mask      r9d   ; slots - 1
+%define nw_shift     r10d  ; 32 - log2(slots)
+%define nw_slot      r11   ; the slot probed
+%define nw_slotd     r11d  ; (nw_slot, 32-bit)
 FUNC asmbpe_enc_new, 2, 12, 0, merges, n
-    mov         rbx, mergesq
-    mov         rbp, nq
+    mov         nw_merges, mergesq
+    mov         nw_n, nq
     xor         eax, eax
-    cmp         rbp, 65535 - 256
+    cmp         nw_n, 65535 - 256
     ja          .ret
     mov         edi, (enc_size + 4095) & ~4095
     call        asmbpe_map
     test        rax, rax
     jz          .ret
-    mov         r14, rax
-    mov         [r14 + enc.nmerges], rbp
-    lea         rax, [rbp * 2]                  ; slots: a power of two
+    mov         nw_enc, rax
+    mov         [nw_enc + enc.nmerges], nw_n
+    lea         rax, [nw_n * 2]                 ; slots: a power of two
     mov         ecx, 10                         ; >= 2 n, at least 1024
 .size:
     mov         edx, 1
@@ -47,45 +59,45 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     jmp         .size
 .sized:
     lea         rax, [rdx - 1]
-    mov         [r14 + enc.mask], rax
+    mov         [nw_enc + enc.mask], rax
     mov         eax, 32
     sub         eax, ecx
-    mov         [r14 + enc.shift], rax
+    mov         [nw_enc + enc.shift], rax
     lea         rdi, [rdx * 8 + RANK_TAIL * 8]  ; (+ the tail: RANKV)
-    mov         [r14 + enc.slotbytes], rdi
+    mov         [nw_enc + enc.slotbytes], rdi
     call        asmbpe_map
     test        rax, rax
     jz          .fail
-    mov         [r14 + enc.slots], rax
+    mov         [nw_enc + enc.slots], rax
     mov         rdi, rax                        ; every slot empty
-    mov         rcx, [r14 + enc.slotbytes]
+    mov         rcx, [nw_enc + enc.slotbytes]
     shr         rcx, 3
     mov         rax, -1
     rep stosq
-    lea         rdi, [rbp * 4 + 4]              ; a copy of the merges (for
+    lea         rdi, [nw_n * 4 + 4]             ; a copy of the merges (for
     call        asmbpe_map                      ; the id -> bytes table)
     test        rax, rax
     jz          .fail_slots
-    mov         [r14 + enc.merges], rax
+    mov         [nw_enc + enc.merges], rax
     mov         rdi, rax
-    mov         rsi, rbx
-    lea         rcx, [rbp * 4]
+    mov         rsi, nw_merges
+    lea         rcx, [nw_n * 4]
     rep movsb
     mov         edi, BP_BYTES                   ; the byte-pair ranks, for a
     call        asmbpe_map                      ; chunk's first ranks
     test        rax, rax
     jz          .fail_merges
-    mov         [r14 + enc.bp], rax
+    mov         [nw_enc + enc.bp], rax
     mov         rdi, rax
     mov         ecx, BP_BYTES / 8
     mov         rax, -1
     rep stosq
-    LOAD_TABLE  r14
-    xor         esi, esi                        ; merge i
+    LOAD_TABLE  nw_enc
+    xor         nw_kd, nw_kd                    ; merge k
 .insert:
-    cmp         rsi, rbp
+    cmp         nw_k, nw_n
     jae         .done
-    mov         eax, [rbx + rsi * 4]
+    mov         eax, [nw_merges + nw_k * 4]
     rol         eax, 16                         ; P = left << 16 | right
     test        eax, 0xFF00FF00
     jnz         .not_bytes
@@ -93,47 +105,59 @@ FUNC asmbpe_enc_new, 2, 12, 0, merges, n
     shr         edx, 8
     movzx       edi, al
     or          edx, edi
-    mov         rdi, [r14 + enc.bp]
-    mov         [rdi + rdx * 2], si
+    mov         rdi, [nw_enc + enc.bp]
+    mov         [rdi + rdx * 2], nw_kw
 .not_bytes:
-    mov         ecx, eax
-    imul        r11d, ecx, RANK_MUL
-    shrx        r11d, r11d, r10d
+    mov         nw_p, eax
+    imul        nw_slotd, nw_p, RANK_MUL
+    shrx        nw_slotd, nw_slotd, nw_shift
 .probe:
-    cmp         dword [r8 + r11 * 8], NO_RANK
+    cmp         dword [nw_slots + nw_slot * 8], NO_RANK
     je          .put
-    inc         r11d
-    and         r11d, r9d
+    inc         nw_slotd
+    and         nw_slotd, nw_mask
     jmp         .probe
 .put:
-    mov         [r8 + r11 * 8], ecx
-    mov         [r8 + r11 * 8 + 4], esi
-    inc         rsi
+    mov         [nw_slots + nw_slot * 8], nw_p
+    mov         [nw_slots + nw_slot * 8 + 4], nw_kd
+    inc         nw_k
     jmp         .insert
 .done:
-    mov         rdi, [r14 + enc.mask]           ; the tail: the first slots
-    lea         rdi, [r8 + rdi * 8 + 8]         ; again, so that RANKV's load
-    vmovdqu     ymm0, [r8]                      ; from any slot sees the
+    mov         rdi, [nw_enc + enc.mask]        ; the tail: the first slots
+    lea         rdi, [nw_slots + rdi * 8 + 8]   ; again, so that RANKV's load
+    vmovdqu     ymm0, [nw_slots]                ; from any slot sees the
     vmovdqu     [rdi], ymm0                     ; probe run as it wraps
     vzeroupper
-    mov         rax, r14
+    mov         rax, nw_enc
     jmp         .ret
 .fail_merges:
-    mov         rdi, [r14 + enc.merges]
-    lea         rsi, [rbp * 4 + 4]
+    mov         rdi, [nw_enc + enc.merges]
+    lea         rsi, [nw_n * 4 + 4]
     call        asmbpe_unmap
 .fail_slots:
-    mov         rdi, [r14 + enc.slots]
-    mov         rsi, [r14 + enc.slotbytes]
+    mov         rdi, [nw_enc + enc.slots]
+    mov         rsi, [nw_enc + enc.slotbytes]
     call        asmbpe_unmap
 .fail:
-    mov         rdi, r14
+    mov         rdi, nw_enc
     mov         esi, (enc_size + 4095) & ~4095
     call        asmbpe_unmap
     xor         eax, eax
 .ret:
     RET
 ENDFUNC
+%undef nw_merges
+%undef nw_n
+%undef nw_enc
+%undef nw_k
+%undef nw_kd
+%undef nw_kw
+%undef nw_p
+%undef nw_slots
+%undef nw_mask
+%undef nw_shift
+%undef nw_slot
+%undef nw_slotd
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_enc_free(asmbpe_enc *e)          (e may be NULL)
@@ -182,97 +206,117 @@ ENDFUNC
 
 ; build_tokens: rbx = encoder.  Fills enc.tokoff and enc.tokbytes.  rax = 0, or
 ; ASMBPE_ENOMEM.  Keeps rbx, r12-r15; clobbers the rest.
+%define bt_enc       rbx   ; the encoder
+%define bt_n         r12   ; merges
+%define bt_off       r13   ; the id -> first byte table [256 + n + 1]: lengths first
+%define bt_merges    r14   ; enc.merges
+%define bt_total     r15   ; bytes in all
+%define bt_totald    r15d  ; (bt_total, 32-bit)
+%define bt_cap       rbp   ; bytes mapped for them
+%define bt_bytes     rbp   ; (then) the bytes, mapped
+%define bt_k         r8    ; the merge whose bytes are written
+%define bt_kd        r8d   ; (bt_k, 32-bit)
 PROC build_tokens
     SAVE        rbx, r12, r13, r14, r15, rbp    ; (6: calls aligned)
-    mov         r12, [rbx + enc.nmerges]
-    lea         rdi, [r12 * 8 + 257 * 8]        ; offsets [256 + n + 1]
+    mov         bt_n, [bt_enc + enc.nmerges]
+    lea         rdi, [bt_n * 8 + 257 * 8]       ; offsets [256 + n + 1]
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         r13, rax
+    mov         bt_off, rax
     xor         eax, eax                        ; lengths first, in off[id + 1]
 .bytes:
-    mov         qword [r13 + rax * 8 + 8], 1
+    mov         qword [bt_off + rax * 8 + 8], 1
     inc         eax
     cmp         eax, 256
     jb          .bytes
-    mov         r14, [rbx + enc.merges]
+    mov         bt_merges, [bt_enc + enc.merges]
     xor         ecx, ecx                        ; merge k
-    mov         r15d, 256                       ; bytes in all
+    mov         bt_totald, 256                  ; bytes in all
 .merge_len:
-    cmp         rcx, r12
+    cmp         rcx, bt_n
     jae         .lengths_done
-    mov         eax, [r14 + rcx * 4]
+    mov         eax, [bt_merges + rcx * 4]
     movzx       edx, ax                         ; left
     shr         eax, 16                         ; right
-    mov         rdx, [r13 + rdx * 8 + 8]
-    add         rdx, [r13 + rax * 8 + 8]
-    mov         [r13 + rcx * 8 + 257 * 8], rdx
-    add         r15, rdx
-    cmp         r15, TOK_MAX_BYTES
+    mov         rdx, [bt_off + rdx * 8 + 8]
+    add         rdx, [bt_off + rax * 8 + 8]
+    mov         [bt_off + rcx * 8 + 257 * 8], rdx
+    add         bt_total, rdx
+    cmp         bt_total, TOK_MAX_BYTES
     ja          .too_big
     inc         rcx
     jmp         .merge_len
 .lengths_done:
     xor         eax, eax                        ; lengths -> start offsets
     xor         edx, edx
-    lea         rcx, [r12 + 256]
+    lea         rcx, [bt_n + 256]
 .prefix:
-    add         rdx, [r13 + rax * 8 + 8]
-    mov         [r13 + rax * 8 + 8], rdx
+    add         rdx, [bt_off + rax * 8 + 8]
+    mov         [bt_off + rax * 8 + 8], rdx
     inc         rax
     cmp         rax, rcx
     jb          .prefix
-    lea         rdi, [r15 + 4095 + 16]          ; the bytes, and 16 to spare
+    lea         rdi, [bt_total + 4095 + 16]     ; the bytes, and 16 to spare
     and         rdi, ~4095
-    mov         rbp, rdi
+    mov         bt_cap, rdi
     call        asmbpe_map
     test        rax, rax
     jz          .free_off
-    mov         [rbx + enc.tokcap], rbp
-    mov         rbp, rax
+    mov         [bt_enc + enc.tokcap], bt_cap
+    mov         bt_bytes, rax
     xor         eax, eax
 .byte_ids:
-    mov         [rbp + rax], al
+    mov         [bt_bytes + rax], al
     inc         eax
     cmp         eax, 256
     jb          .byte_ids
-    xor         r8d, r8d                        ; merge k: left's bytes, right's
+    xor         bt_kd, bt_kd                    ; merge k: left's bytes, right's
 .merge_bytes:
-    cmp         r8, r12
+    cmp         bt_k, bt_n
     jae         .built
-    mov         rdi, [r13 + r8 * 8 + 256 * 8]
-    add         rdi, rbp
-    mov         eax, [r14 + r8 * 4]
+    mov         rdi, [bt_off + bt_k * 8 + 256 * 8]
+    add         rdi, bt_bytes
+    mov         eax, [bt_merges + bt_k * 4]
     movzx       edx, ax
     shr         eax, 16
-    mov         rsi, [r13 + rdx * 8]
-    mov         rcx, [r13 + rdx * 8 + 8]
+    mov         rsi, [bt_off + rdx * 8]
+    mov         rcx, [bt_off + rdx * 8 + 8]
     sub         rcx, rsi
-    add         rsi, rbp
+    add         rsi, bt_bytes
     rep movsb
-    mov         rsi, [r13 + rax * 8]
-    mov         rcx, [r13 + rax * 8 + 8]
+    mov         rsi, [bt_off + rax * 8]
+    mov         rcx, [bt_off + rax * 8 + 8]
     sub         rcx, rsi
-    add         rsi, rbp
+    add         rsi, bt_bytes
     rep movsb
-    inc         r8
+    inc         bt_k
     jmp         .merge_bytes
 .built:
-    mov         [rbx + enc.tokbytes], rbp
-    mov         [rbx + enc.tokoff], r13
+    mov         [bt_enc + enc.tokbytes], bt_bytes
+    mov         [bt_enc + enc.tokoff], bt_off
     xor         eax, eax
     jmp         .ret
 .too_big:
 .free_off:
-    mov         rdi, r13
-    lea         rsi, [r12 * 8 + 257 * 8]
+    mov         rdi, bt_off
+    lea         rsi, [bt_n * 8 + 257 * 8]
     call        asmbpe_unmap
 .enomem:
     mov         rax, ASMBPE_ENOMEM
 .ret:
     RESTORE
 ENDPROC
+%undef bt_enc
+%undef bt_n
+%undef bt_off
+%undef bt_merges
+%undef bt_total
+%undef bt_totald
+%undef bt_cap
+%undef bt_bytes
+%undef bt_k
+%undef bt_kd
 
 ; build_seed: rdi = encoder, with thread 0's state.  Maps enc.seed and fills
 ; it (encode.inc): in id order, each id of up to SEED_MAX_LEN bytes that
@@ -310,7 +354,7 @@ PROC build_seed
     test        rax, rax
     jz          .enomem
     mov         r15, rax
-    mov         rbx, [r13 + enc.ts]               ; short_path's room
+    mov         rbx, [r13 + enc.ts]             ; short_path's room
     vpxor       xmm0, xmm0, xmm0
     vmovdqu     [rsp + bs_frame.buf], ymm0
     vmovdqu     [rsp + bs_frame.buf + 32], ymm0

@@ -199,7 +199,7 @@ PROC enc_worker
 .back:                                          ; the others: [e - rcx, e),
     mov         rax, rcx                        ; e = n - (documents taken
     lock xadd   [r12 + job.back], rax           ; from the back before), in
-    mov         rdx, [r12 + job.ndocs]            ; the claim's room, its first
+    mov         rdx, [r12 + job.ndocs]          ; the claim's room, its first
     sub         rdx, rax                        ; count marked
     mov         [rsp + ew_frame.docend], rdx
     sub         rdx, rcx
@@ -261,7 +261,7 @@ PROC enc_worker
     add         [rbx + tstate.chunks], rax
     PROF_ADD    ew_frame.t1, tstate.cyc_pretok
     PROF_START  ew_frame.t1
-    mov         rdi, [rsp + ew_frame.cache]            ; pass 1: each chunk's entry
+    mov         rdi, [rsp + ew_frame.cache]     ; pass 1: each chunk's entry
     test        rdi, rdi
     jz          .pass1_nocache
     mov         rbp, [rsp + ew_frame.pos]       ; chunk start
@@ -461,7 +461,7 @@ PROC enc_worker
     test        rax, rax
     jz          .doc_done
     mov         rax, [rsp + ew_frame.ends + rax * 8 - 8]        ; the last chunk's end: the
-    cmp         rax, [rsp + ew_frame.len]              ; next split's start, unless
+    cmp         rax, [rsp + ew_frame.len]       ; next split's start, unless
     jae         .doc_done                       ; the document is done
     mov         [rsp + ew_frame.pos], rax
     jmp         .split
