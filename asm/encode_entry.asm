@@ -50,6 +50,20 @@ ENDFUNC                                         ; arguments are where they were)
 ; asmbpe_encode_impl: asmbpe_encode and asmbpe_encode_docs (flags checked,
 ; EF_DOCPTRS set by the latter)
 HIDDEN
+%define en_enc       r13   ; the encoder
+%define en_nth       r15   ; threads
+%define en_t         r12   ; a thread index (getting the states)
+%define en_td        r12d  ; (en_t, 32-bit)
+%define en_ts        rbx   ; its state
+%define en_t0        r14   ; rdtsc before the move (EF_PROFILE)
+%define en_out       r8    ; out (the move: rdi to, rsi from, rcx bytes)
+%define en_ends      r9    ; doc_ends
+%define en_counts    r10   ; counts
+%define en_d         rdx   ; a document (the move, the sum)
+%define en_dd        edx   ; (en_d, 32-bit)
+%define en_start     r11   ; start(d): its text's first byte
+%define en_startd    r11d  ; (en_start, 32-bit)
+%define en_written   rbx   ; (after the move) ids written
 FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, counts, front
     STACK_ALLOC en_frame_size
     mov         rax, ASMBPE_EINVAL
@@ -69,7 +83,7 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     mov         [rsp + en_frame.job + job.out], rax
     mov         rax, countsm
     mov         [rsp + en_frame.job + job.counts], rax
-    mov         rax, [rsp + en_frame.job + job.out]              ; thread 0's ids: from front
+    mov         rax, [rsp + en_frame.job + job.out] ; thread 0's ids: from front
     test        qword [rsp + en_frame.job + job.flags], EF_CLAIMS ; when given (EF_CLAIMS),
     jz          .front_is_out                   ; else from out[0]
     mov         rcx, frontm
@@ -81,14 +95,14 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     mov         qword [rsp + en_frame.job + job.back], 0
     mov         qword [rsp + en_frame.job + job.status], 0
     mov         [rsp + en_frame.job + job.nth], threadsq
-    mov         r15, threadsq
-    mov         r13, eq
-    xor         r12d, r12d                      ; each thread's state
+    mov         en_nth, threadsq
+    mov         en_enc, eq
+    xor         en_td, en_td                    ; each thread's state
 .states:
-    cmp         r12, r15
+    cmp         en_t, en_nth
     jae         .states_done
-    mov         rbx, [r13 + enc.ts + r12 * 8]
-    test        rbx, rbx
+    mov         en_ts, [en_enc + enc.ts + en_t * 8]
+    test        en_ts, en_ts
     jnz         .have_state
     call        ts_take                         ; one an old encoder used,
     test        rax, rax                        ; else a new one
@@ -98,34 +112,34 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     test        rax, rax
     jz          .enomem
 .taken:
-    mov         rbx, rax
-    mov         [r13 + enc.ts + r12 * 8], rbx
+    mov         en_ts, rax
+    mov         [en_enc + enc.ts + en_t * 8], en_ts
 .have_state:
     test        qword [rsp + en_frame.job + job.flags], EF_NOCACHE
     jnz         .next_state
-    cmp         qword [rbx + tstate.cache], 0
+    cmp         qword [en_ts + tstate.cache], 0
     jne         .next_state
     mov         edi, CACHE_ENTRIES * centry_size
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         [rbx + tstate.cache], rax
+    mov         [en_ts + tstate.cache], rax
 .next_state:
-    inc         r12
+    inc         en_t
     jmp         .states
 .states_done:
     test        qword [rsp + en_frame.job + job.flags], EF_NOCACHE
     jnz         .seeded
-    cmp         qword [r13 + enc.seed], 0
+    cmp         qword [en_enc + enc.seed], 0
     jne         .seeded
-    mov         rdi, r13
+    mov         rdi, en_enc
     call        build_seed
     test        rax, rax
     jnz         .ret
 .seeded:
     lea         rdi, [enc_worker]
     mov         rsi, rsp                        ; the job (en_frame.job)
-    mov         rdx, r15
+    mov         rdx, en_nth
     call        asmbpe_parallel
     movsxd      rax, eax
     test        rax, rax
@@ -141,23 +155,23 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     rdtsc
     shl         rdx, 32
     or          rax, rdx
-    mov         r14, rax                        ; (for EF_PROFILE)
-    mov         r8, [rsp + en_frame.job + job.out]
-    mov         rdi, r8                         ; destination
-    mov         r9, [rsp + en_frame.job + job.ends]
-    mov         r10, [rsp + en_frame.job + job.counts]
-    xor         edx, edx                        ; d
-    xor         r11d, r11d                      ; start(d)
-    mov         rsi, r8                         ; thread 0's: in place
+    mov         en_t0, rax                      ; (for EF_PROFILE)
+    mov         en_out, [rsp + en_frame.job + job.out]
+    mov         rdi, en_out                     ; destination
+    mov         en_ends, [rsp + en_frame.job + job.ends]
+    mov         en_counts, [rsp + en_frame.job + job.counts]
+    xor         en_dd, en_dd                    ; d
+    xor         en_startd, en_startd            ; start(d)
+    mov         rsi, en_out                     ; thread 0's: in place
 .move:
-    cmp         rdx, [rsp + en_frame.job + job.ndocs]
+    cmp         en_d, [rsp + en_frame.job + job.ndocs]
     jae         .moved
-    mov         rcx, [r10 + rdx * 8]
+    mov         rcx, [en_counts + en_d * 8]
     btr         rcx, 63
     jnc         .same_claim                     ; rsi: after the last document
-    mov         [r10 + rdx * 8], rcx
-    lea         rsi, [r11 + rdx]                ; a claim's first: its room
-    lea         rsi, [r8 + rsi * 2]
+    mov         [en_counts + en_d * 8], rcx
+    lea         rsi, [en_start + en_d]          ; a claim's first: its room
+    lea         rsi, [en_out + rsi * 2]
 .same_claim:
     add         rcx, rcx                        ; bytes
     cmp         rsi, rdi
@@ -168,35 +182,35 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     add         rdi, rcx
     add         rsi, rcx
 .next_doc:
-    mov         r11, [r9 + rdx * 8]
-    inc         rdx
+    mov         en_start, [en_ends + en_d * 8]
+    inc         en_d
     jmp         .move
 .moved:
-    mov         rbx, rdi
-    sub         rbx, r8
-    shr         rbx, 1                          ; ids written
+    mov         en_written, rdi
+    sub         en_written, en_out
+    shr         en_written, 1                   ; ids written
     test        qword [rsp + en_frame.job + job.flags], EF_PROFILE
     jz          .result
     rdtsc
     shl         rdx, 32
     or          rax, rdx
-    sub         rax, r14
-    mov         rcx, [r13 + enc.ts]
+    sub         rax, en_t0
+    mov         rcx, [en_enc + enc.ts]
     add         [rcx + tstate.cyc_write], rax
 .result:
-    mov         rax, rbx
+    mov         rax, en_written
     jmp         .ret
 .claims:                                        ; EF_CLAIMS: no move; the ids
-    mov         r10, [rsp + en_frame.job + job.counts]           ; written, the marks kept
+    mov         en_counts, [rsp + en_frame.job + job.counts] ; written, the marks kept
     xor         eax, eax
-    xor         edx, edx
+    xor         en_dd, en_dd
     mov         rcx, 0x7FFFFFFFFFFFFFFF
 .sum:
-    mov         r8, [r10 + rdx * 8]
+    mov         r8, [en_counts + en_d * 8]
     and         r8, rcx
     add         rax, r8
-    inc         rdx
-    cmp         rdx, [rsp + en_frame.job + job.ndocs]
+    inc         en_d
+    cmp         en_d, [rsp + en_frame.job + job.ndocs]
     jb          .sum
     jmp         .ret
 .enomem:
@@ -205,6 +219,20 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     STACK_FREE  en_frame_size
     RET
 ENDFUNC
+%undef en_enc
+%undef en_nth
+%undef en_t
+%undef en_td
+%undef en_ts
+%undef en_t0
+%undef en_out
+%undef en_ends
+%undef en_counts
+%undef en_d
+%undef en_dd
+%undef en_start
+%undef en_startd
+%undef en_written
 
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_encode_docs(asmbpe_enc *e, const uint8_t *const *docs,

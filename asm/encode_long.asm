@@ -162,7 +162,7 @@ PROC long_path
     lea         rdi, [r12 + rdx * 2]
     jmp         .ret
 .enomem:
-    mov         r12, [rsp + lp_frame_size + 8 * 3]   ; the saved job (r12)
+    mov         r12, [rsp + lp_frame_size + 8 * 3] ; the saved job (r12)
     mov         qword [r12 + job.status], ASMBPE_ENOMEM
     mov         rdi, [rsp + lp_frame.w]
 .ret:

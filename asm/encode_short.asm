@@ -133,7 +133,7 @@ PROC short_path
     mov         r14d, r15d
     or          ecx, r15d
     jnz         .lookup
-    mov         ecx, [rbx + tstate.rank + rax * 4 - 8]      ; both copied: rank[i-2]
+    mov         ecx, [rbx + tstate.rank + rax * 4 - 8] ; both copied: rank[i-2]
     jmp         .set
 .lookup:
     movzx       ecx, word [rdi + rdx * 2 - 2]

@@ -336,15 +336,26 @@ struc bs_frame                                  ; build_seed's stack frame
     .ids:       resw 32                         ; their ids (up to 32)
                 resq 1                          ; (6 pushes + the frame: aligned)
 endstruc
+%define bs_enc       r13   ; the encoder
+%define bs_job       r12   ; a job for short_path (bs_frame.job)
+%define bs_ts        rbx   ; thread 0's state: short_path's room
+%define bs_tab       r15   ; the whole-token table being built
+%define bs_id        r14   ; the id
+%define bs_idd       r14d  ; (bs_id, 32-bit)
+%define bs_off       rbp   ; enc.tokoff
+%define bs_len       rdx   ; its length
+%define bs_lend      edx   ; (bs_len, 32-bit)
+%define bs_lenb      dl    ; (bs_len, 8-bit)
+%define bs_slot      r8    ; its hash, then its free slot
 PROC build_seed
     SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, bs_frame_size
-    mov         r13, rdi
-    mov         [rsp + bs_frame.job + job.enc], r13
-    lea         r12, [rsp + bs_frame.job]
-    cmp         qword [r13 + enc.tokoff], 0
+    mov         bs_enc, rdi
+    mov         [rsp + bs_frame.job + job.enc], bs_enc
+    lea         bs_job, [rsp + bs_frame.job]
+    cmp         qword [bs_enc + enc.tokoff], 0
     jne         .have_tokens
-    mov         rbx, r13
+    mov         rbx, bs_enc
     call        build_tokens
     test        rax, rax
     jnz         .ret
@@ -353,45 +364,45 @@ PROC build_seed
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         r15, rax
-    mov         rbx, [r13 + enc.ts]             ; short_path's room
+    mov         bs_tab, rax
+    mov         bs_ts, [bs_enc + enc.ts]        ; short_path's room
     vpxor       xmm0, xmm0, xmm0
     vmovdqu     [rsp + bs_frame.buf], ymm0
     vmovdqu     [rsp + bs_frame.buf + 32], ymm0
-    xor         r14d, r14d                      ; id
+    xor         bs_idd, bs_idd                  ; id
 .id:
-    mov         rax, [r13 + enc.nmerges]
+    mov         rax, [bs_enc + enc.nmerges]
     add         rax, 256
-    cmp         r14, rax
+    cmp         bs_id, rax
     jae         .built
-    mov         rbp, [r13 + enc.tokoff]
-    mov         rsi, [rbp + r14 * 8]
-    mov         rdx, [rbp + r14 * 8 + 8]
-    sub         rdx, rsi                        ; its length
-    cmp         rdx, SEED_MAX_LEN
+    mov         bs_off, [bs_enc + enc.tokoff]
+    mov         rsi, [bs_off + bs_id * 8]
+    mov         bs_len, [bs_off + bs_id * 8 + 8]
+    sub         bs_len, rsi                     ; its length
+    cmp         bs_len, SEED_MAX_LEN
     ja          .next
-    add         rsi, [r13 + enc.tokbytes]       ; (padded by 16)
+    add         rsi, [bs_enc + enc.tokbytes]    ; (padded by 16)
     lea         r9, [mask_tab + 64]
-    sub         r9, rdx
+    sub         r9, bs_len
     vmovdqu     xmm0, [rsi]
     vpand       xmm0, xmm0, [r9]
-    vmovdqu     [rsp + bs_frame.buf + 16], xmm0       ; (byte 15: 0)
-    vpinsrb     xmm0, xmm0, edx, 15             ; the key
-    SHORT_HASH  xmm0, r8, rcx
-    shl         r8, SD_SHIFT
-    add         r8, r15
-    cmp         byte [r8 + seedslot.len], 0
+    vmovdqu     [rsp + bs_frame.buf + 16], xmm0 ; (byte 15: 0)
+    vpinsrb     xmm0, xmm0, bs_lend, 15         ; the key
+    SHORT_HASH  xmm0, bs_slot, rcx
+    shl         bs_slot, SD_SHIFT
+    add         bs_slot, bs_tab
+    cmp         byte [bs_slot + seedslot.len], 0
     je          .free
-    xor         r8, seedslot_size               ; the other slot of the line
-    cmp         byte [r8 + seedslot.len], 0
+    xor         bs_slot, seedslot_size          ; the other slot of the line
+    cmp         byte [bs_slot + seedslot.len], 0
     je          .free
-    cmp         r14d, 256                       ; lower ids have both
+    cmp         bs_idd, 256                     ; lower ids have both
     jb          .no_byte_slot
     jmp         .next
 .free:
-    mov         [rsp + bs_frame.slot], r8
-    mov         [rsp + bs_frame.len], rdx
-    cmp         r14d, 256
+    mov         [rsp + bs_frame.slot], bs_slot
+    mov         [rsp + bs_frame.len], bs_len
+    cmp         bs_idd, 256
     jb          .store                          ; a byte is its own id
     lea         rsi, [rsp + bs_frame.buf + 16]
     lea         rdi, [rsp + bs_frame.ids]
@@ -400,26 +411,26 @@ PROC build_seed
     cmp         rdi, rax
     jne         .next                           ; more than one id
     movzx       eax, word [rsp + bs_frame.ids]
-    cmp         eax, r14d
+    cmp         eax, bs_idd
     jne         .next                           ; another id, same bytes
 .store:
-    mov         r8, [rsp + bs_frame.slot]
+    mov         bs_slot, [rsp + bs_frame.slot]
     vmovdqu     xmm0, [rsp + bs_frame.buf + 16]
-    vmovdqu     [r8 + seedslot.key], xmm0
-    mov         rdx, [rsp + bs_frame.len]
-    mov         [r8 + seedslot.len], dl
-    mov         rax, r14
+    vmovdqu     [bs_slot + seedslot.key], xmm0
+    mov         bs_len, [rsp + bs_frame.len]
+    mov         [bs_slot + seedslot.len], bs_lenb
+    mov         rax, bs_id
     bts         rax, 63
-    mov         [r8 + seedslot.val], rax
+    mov         [bs_slot + seedslot.val], rax
 .next:
-    inc         r14
+    inc         bs_id
     jmp         .id
 .built:
-    mov         [r13 + enc.seed], r15
+    mov         [bs_enc + enc.seed], bs_tab
     xor         eax, eax
     jmp         .ret
 .no_byte_slot:
-    mov         rdi, r15
+    mov         rdi, bs_tab
     mov         esi, SEED_SLOTS * seedslot_size
     call        asmbpe_unmap
     mov         rax, ASMBPE_EINVAL
@@ -431,3 +442,14 @@ PROC build_seed
     add         rsp, bs_frame_size
     RESTORE
 ENDPROC
+%undef bs_enc
+%undef bs_job
+%undef bs_ts
+%undef bs_tab
+%undef bs_id
+%undef bs_idd
+%undef bs_off
+%undef bs_len
+%undef bs_lend
+%undef bs_lenb
+%undef bs_slot

@@ -305,8 +305,8 @@ PROC enc_worker
     vmovdqu     xmm0, [rsp + ew_frame.key + r11]
     lea         rax, [r10 + r8 - 1]
     lea         r8, [rdi + r8 * (centry_size / seedslot_size) - (centry_size / seedslot_size)]
-    vpcmpeqb    xmm1, xmm0, [rax + seedslot.key]      ; the set's way 0, unless
-    vpcmpeqb    xmm2, xmm0, [rax + seedslot_size + seedslot.key]    ; a slot holds the
+    vpcmpeqb    xmm1, xmm0, [rax + seedslot.key] ; the set's way 0, unless
+    vpcmpeqb    xmm2, xmm0, [rax + seedslot_size + seedslot.key] ; a slot holds the
     vpmovmskb   ecx, xmm1                       ; chunk
     vpmovmskb   r9d, xmm2
     cmp         ecx, 0xFFFF
@@ -418,7 +418,7 @@ PROC enc_worker
     mov         r15, rdi
     jmp         .chunk
 .uncached:
-    cmp         qword [rsp + ew_frame.cache], 0        ; cached calls: a run of one
+    cmp         qword [rsp + ew_frame.cache], 0 ; cached calls: a run of one
     je          .not_memo                       ; byte may be in the memo
     mov         rdi, r15
     call        run_memo
@@ -460,7 +460,7 @@ PROC enc_worker
     mov         rax, [rsp + ew_frame.n]
     test        rax, rax
     jz          .doc_done
-    mov         rax, [rsp + ew_frame.ends + rax * 8 - 8]        ; the last chunk's end: the
+    mov         rax, [rsp + ew_frame.ends + rax * 8 - 8] ; the last chunk's end: the
     cmp         rax, [rsp + ew_frame.len]       ; next split's start, unless
     jae         .doc_done                       ; the document is done
     mov         [rsp + ew_frame.pos], rax
