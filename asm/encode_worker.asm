@@ -132,43 +132,55 @@ endstruc
 %%off:
 %endmacro
 
+%define ew_job       r12   ; the job
+%define ew_ts        rbx   ; this thread's state
+%define ew_text      r13   ; the document's text (padded)
+%define ew_w         r15   ; where its next id goes
+%define ew_k         r14   ; the chunk (pass 1 and 2; its index, ew_frame.ends)
+%define ew_kd        r14d  ; (ew_k, 32-bit)
+%define ew_pos       rbp   ; the chunk's start in the text
+%define ew_ent       r8    ; its entry (ew_frame.entry): 1 << 63 | id, its cache set, or 0
+%define ew_entd      r8d   ; (ew_ent, 32-bit)
+%define ew_entb      r8b   ; (ew_ent, 8-bit)
+%define ew_cache     rdi   ; (pass 1) the cache
+%define ew_seed      r10   ; (pass 1) the whole-token table
 PROC enc_worker
     SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, ew_frame_size
-    mov         r12, rdi
-    mov         rax, [r12 + job.enc]
-    mov         rbx, [rax + enc.ts + rsi * 8]
-    mov         rax, [r12 + job.flags]
+    mov         ew_job, rdi
+    mov         rax, [ew_job + job.enc]
+    mov         ew_ts, [rax + enc.ts + rsi * 8]
+    mov         rax, [ew_job + job.flags]
     and         eax, EF_PROFILE
     mov         [rsp + ew_frame.prof], rax
     PROF_START  ew_frame.t0
     xor         eax, eax
-    test        qword [r12 + job.flags], EF_NOCACHE
+    test        qword [ew_job + job.flags], EF_NOCACHE
     jnz         .no_cache
-    mov         rax, [rbx + tstate.cache]
+    mov         rax, [ew_ts + tstate.cache]
 .no_cache:
     mov         [rsp + ew_frame.cache], rax
-    mov         rdx, [r12 + job.enc]
+    mov         rdx, [ew_job + job.enc]
     mov         rdx, [rdx + enc.seed]
     mov         [rsp + ew_frame.seed], rdx
     neg         rsi                             ; tid 0 -> 0, others -> < 0
     sar         rsi, 63
     mov         [rsp + ew_frame.front], rsi
-    cmp         qword [rbx + tstate.stale], 0   ; a state from the pool: its
+    cmp         qword [ew_ts + tstate.stale], 0 ; a state from the pool: its
     je          .claim                          ; cache cleared here, by its
     PROF_START  ew_frame.t1                     ; own thread (cache phase)
-    mov         rdi, [rbx + tstate.cache]
+    mov         rdi, [ew_ts + tstate.cache]
     mov         ecx, CACHE_ENTRIES * centry_size / 8
     xor         eax, eax
     rep stosq
-    mov         qword [rbx + tstate.stale], 0
+    mov         qword [ew_ts + tstate.stale], 0
     PROF_ADD    ew_frame.t1, tstate.cyc_pass
 .claim:                                         ; k = (left / threads) / 4,
-    mov         rax, [r12 + job.ndocs]          ; 1..DOC_BLOCK (left: racy,
-    sub         rax, [r12 + job.next]           ; only a size hint)
+    mov         rax, [ew_job + job.ndocs]       ; 1..DOC_BLOCK (left: racy,
+    sub         rax, [ew_job + job.next]        ; only a size hint)
     jbe         .done
     xor         edx, edx
-    div         qword [r12 + job.nth]
+    div         qword [ew_job + job.nth]
     shr         rax, 2
     mov         ecx, DOC_BLOCK
     cmp         rax, rcx
@@ -177,8 +189,8 @@ PROC enc_worker
     cmp         rax, rcx
     cmovb       rax, rcx
     mov         rcx, rax
-    lock xadd   [r12 + job.next], rax           ; documents claimed before
-    mov         rdx, [r12 + job.ndocs]
+    lock xadd   [ew_job + job.next], rax        ; documents claimed before
+    mov         rdx, [ew_job + job.ndocs]
     sub         rdx, rax                        ; left
     jbe         .done
     cmp         rcx, rdx
@@ -198,8 +210,8 @@ PROC enc_worker
     jmp         .doc
 .back:                                          ; the others: [e - rcx, e),
     mov         rax, rcx                        ; e = n - (documents taken
-    lock xadd   [r12 + job.back], rax           ; from the back before), in
-    mov         rdx, [r12 + job.ndocs]          ; the claim's room, its first
+    lock xadd   [ew_job + job.back], rax        ; from the back before), in
+    mov         rdx, [ew_job + job.ndocs]       ; the claim's room, its first
     sub         rdx, rax                        ; count marked
     mov         [rsp + ew_frame.docend], rdx
     sub         rdx, rcx
@@ -212,7 +224,7 @@ PROC enc_worker
     mov         [rsp + ew_frame.d], rdx
     lea         rax, [rdx + 1]
     mov         [rsp + ew_frame.doc], rax
-    mov         rcx, [r12 + job.ends]
+    mov         rcx, [ew_job + job.ends]
     xor         eax, eax
     test        rdx, rdx
     jz          .start
@@ -221,60 +233,60 @@ PROC enc_worker
     mov         rsi, [rcx + rdx * 8]
     sub         rsi, rax
     mov         [rsp + ew_frame.len], rsi
-    mov         r13, [r12 + job.buf]
-    test        qword [r12 + job.flags], EF_DOCPTRS
+    mov         ew_text, [ew_job + job.buf]
+    test        qword [ew_job + job.flags], EF_DOCPTRS
     jnz         .doc_copy
-    add         r13, rax                        ; the document's text
+    add         ew_text, rax                    ; the document's text
 .have_text:
     cmp         qword [rsp + ew_frame.first], 1
     jb          .same_claim                     ; w: after the last document's
     ja          .front_start                    ; ids, the claim's room, or
     add         rax, rdx                        ; job.front
-    mov         r15, [r12 + job.out]
-    lea         r15, [r15 + rax * 2]
+    mov         ew_w, [ew_job + job.out]
+    lea         ew_w, [ew_w + rax * 2]
     jmp         .same_claim
 .front_start:
-    mov         r15, [r12 + job.front]
+    mov         ew_w, [ew_job + job.front]
 .same_claim:
-    mov         [rsp + ew_frame.o], r15
+    mov         [rsp + ew_frame.o], ew_w
     mov         rax, [rsp + ew_frame.len]       ; room: len + 1 ids from w
-    lea         rax, [r15 + rax * 2 - 14]
+    lea         rax, [ew_w + rax * 2 - 14]
     mov         [rsp + ew_frame.safe], rax
-    test        qword [r12 + job.flags], EF_BOS
+    test        qword [ew_job + job.flags], EF_BOS
     jz          .no_bos
-    mov         rax, [r12 + job.enc]
+    mov         rax, [ew_job + job.enc]
     mov         rax, [rax + enc.nmerges]
     add         eax, 256
-    mov         [r15], ax
-    add         r15, 2
+    mov         [ew_w], ax
+    add         ew_w, 2
 .no_bos:
     mov         qword [rsp + ew_frame.pos], 0
 .split:
     PROF_START  ew_frame.t1
-    mov         rdi, r13
+    mov         rdi, ew_text
     mov         rsi, [rsp + ew_frame.len]
     mov         rdx, [rsp + ew_frame.pos]
     mov         rcx, rsp                        ; (ew_frame.ends)
     mov         r8, (1 << 63) | EW_BUF          ; (bit 63: stop short of a
     call        asmbpe_split_offsets            ; window that would not fit)
     mov         [rsp + ew_frame.n], rax
-    add         [rbx + tstate.chunks], rax
+    add         [ew_ts + tstate.chunks], rax
     PROF_ADD    ew_frame.t1, tstate.cyc_pretok
     PROF_START  ew_frame.t1
-    mov         rdi, [rsp + ew_frame.cache]     ; pass 1: each chunk's entry
-    test        rdi, rdi
+    mov         ew_cache, [rsp + ew_frame.cache] ; pass 1: each chunk's entry
+    test        ew_cache, ew_cache
     jz          .pass1_nocache
-    mov         rbp, [rsp + ew_frame.pos]       ; chunk start
-    mov         r10, [rsp + ew_frame.seed]
-    xor         r14d, r14d                      ; k
-    cmp         r14, [rsp + ew_frame.n]
+    mov         ew_pos, [rsp + ew_frame.pos]    ; chunk start
+    mov         ew_seed, [rsp + ew_frame.seed]
+    xor         ew_kd, ew_kd                    ; k
+    cmp         ew_k, [rsp + ew_frame.n]
     jae         .pass2
 .hash:
-    mov         rax, [rsp + ew_frame.ends + r14 * 8]
+    mov         rax, [rsp + ew_frame.ends + ew_k * 8]
     mov         rdx, rax
-    sub         rdx, rbp                        ; len
-    lea         rsi, [r13 + rbp]
-    mov         rbp, rax
+    sub         rdx, ew_pos                     ; len
+    lea         rsi, [ew_text + ew_pos]
+    mov         ew_pos, rax
     cmp         rdx, SEED_MAX_LEN
     ja          .hash_long
     lea         r9, [mask_tab + 64]             ; 1..15 bytes, no branch: the
@@ -282,157 +294,157 @@ PROC enc_worker
     vmovdqu     xmm0, [rsi]                     ; past the chunk: text or
     vpand       xmm0, xmm0, [r9]                ; padding; its length in byte
     vpinsrb     xmm0, xmm0, edx, 15             ; 15), its hash
-    SHORT_HASH  xmm0, r8, rcx
-    and         r8d, ~(CACHE_WAYS - 1)          ; the set / the slots' line
-    shl         r8, SD_SHIFT
-    mov         r11, r14
+    SHORT_HASH  xmm0, ew_ent, rcx
+    and         ew_entd, ~(CACHE_WAYS - 1)      ; the set / the slots' line
+    shl         ew_ent, SD_SHIFT
+    mov         r11, ew_k
     shl         r11, 4
     vmovdqu     [rsp + ew_frame.key + r11], xmm0
-    prefetcht0  [r10 + r8]
-    or          r8, 1                           ; (short: the line, tagged)
-    mov         [rsp + ew_frame.entry + r14 * 8], r8
+    prefetcht0  [ew_seed + ew_ent]
+    or          ew_ent, 1                       ; (short: the line, tagged)
+    mov         [rsp + ew_frame.entry + ew_k * 8], ew_ent
 .hash_next:
-    inc         r14
-    cmp         r14, [rsp + ew_frame.n]
+    inc         ew_k
+    cmp         ew_k, [rsp + ew_frame.n]
     jb          .hash
-    xor         r14d, r14d                      ; pass 1b: the short chunks'
+    xor         ew_kd, ew_kd                    ; pass 1b: the short chunks'
 .seed:                                          ; lines, fetched by now
-    mov         r8, [rsp + ew_frame.entry + r14 * 8]
-    test        r8b, 1
+    mov         ew_ent, [rsp + ew_frame.entry + ew_k * 8]
+    test        ew_entb, 1
     jz          .seed_next                      ; (longer: done)
-    mov         r11, r14
+    mov         r11, ew_k
     shl         r11, 4
     vmovdqu     xmm0, [rsp + ew_frame.key + r11]
-    lea         rax, [r10 + r8 - 1]
-    lea         r8, [rdi + r8 * (centry_size / seedslot_size) - (centry_size / seedslot_size)]
+    lea         rax, [ew_seed + ew_ent - 1]
+    lea         ew_ent, [ew_cache + ew_ent * (centry_size / seedslot_size) - (centry_size / seedslot_size)]
     vpcmpeqb    xmm1, xmm0, [rax + seedslot.key] ; the set's way 0, unless
     vpcmpeqb    xmm2, xmm0, [rax + seedslot_size + seedslot.key] ; a slot holds the
     vpmovmskb   ecx, xmm1                       ; chunk
     vpmovmskb   r9d, xmm2
     cmp         ecx, 0xFFFF
-    cmove       r8, [rax + seedslot.val]        ; 1 << 63 | its id
+    cmove       ew_ent, [rax + seedslot.val]    ; 1 << 63 | its id
     cmp         r9d, 0xFFFF
-    cmove       r8, [rax + seedslot_size + seedslot.val]
-    mov         [rsp + ew_frame.entry + r14 * 8], r8
-    prefetcht0  [r8]                            ; (1 << 63 | id: not canonical,
-    prefetcht0  [r8 + centry_size]              ; dropped)
+    cmove       ew_ent, [rax + seedslot_size + seedslot.val]
+    mov         [rsp + ew_frame.entry + ew_k * 8], ew_ent
+    prefetcht0  [ew_ent]                        ; (1 << 63 | id: not canonical,
+    prefetcht0  [ew_ent + centry_size]          ; dropped)
 .seed_next:
-    inc         r14
-    cmp         r14, [rsp + ew_frame.n]
+    inc         ew_k
+    cmp         ew_k, [rsp + ew_frame.n]
     jb          .seed
     jmp         .pass2
 .hash_long:                                     ; 16..48 bytes: HASH_BYTES;
-    xor         r8d, r8d                        ; longer: 0 (not cached)
+    xor         ew_entd, ew_entd                ; longer: 0 (not cached)
     cmp         rdx, CACHE_MAX_LEN
     ja          .long_entry
-    HASH_BYTES  rsi, rdx, r8, r9, rax
-    and         r8d, (CACHE_ENTRIES - 1) & ~(CACHE_WAYS - 1)
-    shl         r8, CE_SHIFT
-    add         r8, rdi
-    prefetcht0  [r8]
-    prefetcht0  [r8 + centry_size]
+    HASH_BYTES  rsi, rdx, ew_ent, r9, rax
+    and         ew_entd, (CACHE_ENTRIES - 1) & ~(CACHE_WAYS - 1)
+    shl         ew_ent, CE_SHIFT
+    add         ew_ent, ew_cache
+    prefetcht0  [ew_ent]
+    prefetcht0  [ew_ent + centry_size]
 .long_entry:
-    mov         [rsp + ew_frame.entry + r14 * 8], r8
+    mov         [rsp + ew_frame.entry + ew_k * 8], ew_ent
     jmp         .hash_next
 .pass1_nocache:                                 ; no cache: one byte, 1 << 63
-    mov         rbp, [rsp + ew_frame.pos]       ; | byte; the rest 0
-    xor         r14d, r14d
+    mov         ew_pos, [rsp + ew_frame.pos]    ; | byte; the rest 0
+    xor         ew_kd, ew_kd
 .nc_chunk:
-    cmp         r14, [rsp + ew_frame.n]
+    cmp         ew_k, [rsp + ew_frame.n]
     jae         .pass2
-    mov         rax, [rsp + ew_frame.ends + r14 * 8]
+    mov         rax, [rsp + ew_frame.ends + ew_k * 8]
     mov         rdx, rax
-    sub         rdx, rbp
-    movzx       ecx, byte [r13 + rbp]
+    sub         rdx, ew_pos
+    movzx       ecx, byte [ew_text + ew_pos]
     bts         rcx, 63
-    xor         r8d, r8d
+    xor         ew_entd, ew_entd
     cmp         rdx, 1
-    cmove       r8, rcx
-    mov         rbp, rax
-    mov         [rsp + ew_frame.entry + r14 * 8], r8
-    inc         r14
+    cmove       ew_ent, rcx
+    mov         ew_pos, rax
+    mov         [rsp + ew_frame.entry + ew_k * 8], ew_ent
+    inc         ew_k
     jmp         .nc_chunk
 .pass2:                                         ; pass 2: the ids
-    xor         r14d, r14d                      ; k
+    xor         ew_kd, ew_kd                    ; k
 .chunk:
-    cmp         r14, [rsp + ew_frame.n]
+    cmp         ew_k, [rsp + ew_frame.n]
     jae         .chunks_done
-    mov         r8, [rsp + ew_frame.entry + r14 * 8]
-    inc         r14
-    test        r8, r8
+    mov         ew_ent, [rsp + ew_frame.entry + ew_k * 8]
+    inc         ew_k
+    test        ew_ent, ew_ent
     jns         .lookup
-    mov         [r15], r8w                      ; one id
-    add         r15, 2
+    mov         [ew_w], r8w                     ; one id
+    add         ew_w, 2
     jmp         .chunk
 .lookup:
-    mov         rbp, [rsp + ew_frame.pos]       ; the chunk: from the end of
-    cmp         r14, 1                          ; the one before
+    mov         ew_pos, [rsp + ew_frame.pos]    ; the chunk: from the end of
+    cmp         ew_k, 1                         ; the one before
     je          .chunk_start
-    mov         rbp, [rsp + ew_frame.ends + r14 * 8 - 16]
+    mov         ew_pos, [rsp + ew_frame.ends + ew_k * 8 - 16]
 .chunk_start:
-    lea         rsi, [r13 + rbp]
-    mov         rdx, [rsp + ew_frame.ends + r14 * 8 - 8]
-    sub         rdx, rbp                        ; len
-    test        r8, r8
+    lea         rsi, [ew_text + ew_pos]
+    mov         rdx, [rsp + ew_frame.ends + ew_k * 8 - 8]
+    sub         rdx, ew_pos                     ; len
+    test        ew_ent, ew_ent
     jz          .uncached
     lea         r9, [mask_tab + 64]
     sub         r9, rdx
-    ENTRY_EQ    r8, .way1
+    ENTRY_EQ    ew_ent, .way1
 .hit:
-    movzx       eax, byte [r8 + centry.ntok]
-    cmp         r15, [rsp + ew_frame.safe]      ; room for a 16-byte store?
+    movzx       eax, byte [ew_ent + centry.ntok]
+    cmp         ew_w, [rsp + ew_frame.safe]     ; room for a 16-byte store?
     ja          .hit_small
-    vmovdqu     xmm0, [r8 + centry.tok]
-    vmovdqu     [r15], xmm0
-    lea         r15, [r15 + rax * 2]
+    vmovdqu     xmm0, [ew_ent + centry.tok]
+    vmovdqu     [ew_w], xmm0
+    lea         ew_w, [ew_w + rax * 2]
     jmp         .chunk
 .hit_small:
-    movzx       ecx, word [r8 + centry.tok]
-    mov         [r15], cx
-    add         r8, 2
-    add         r15, 2
+    movzx       ecx, word [ew_ent + centry.tok]
+    mov         [ew_w], cx
+    add         ew_ent, 2
+    add         ew_w, 2
     dec         eax
     jnz         .hit_small
     jmp         .chunk
 .way1:                                          ; the set's other entry
-    add         r8, centry_size
-    ENTRY_EQ    r8, .miss1
-    vmovdqu     ymm0, [r8]                      ; found: the two swap, so
-    vmovdqu     ymm1, [r8 + 32]                 ; that way 0 holds the last
-    vmovdqu     ymm2, [r8 - centry_size]        ; used
-    vmovdqu     ymm3, [r8 - centry_size + 32]
-    vmovdqu     [r8 - centry_size], ymm0
-    vmovdqu     [r8 - centry_size + 32], ymm1
-    vmovdqu     [r8], ymm2
-    vmovdqu     [r8 + 32], ymm3
-    sub         r8, centry_size
+    add         ew_ent, centry_size
+    ENTRY_EQ    ew_ent, .miss1
+    vmovdqu     ymm0, [ew_ent]                  ; found: the two swap, so
+    vmovdqu     ymm1, [ew_ent + 32]             ; that way 0 holds the last
+    vmovdqu     ymm2, [ew_ent - centry_size]    ; used
+    vmovdqu     ymm3, [ew_ent - centry_size + 32]
+    vmovdqu     [ew_ent - centry_size], ymm0
+    vmovdqu     [ew_ent - centry_size + 32], ymm1
+    vmovdqu     [ew_ent], ymm2
+    vmovdqu     [ew_ent + 32], ymm3
+    sub         ew_ent, centry_size
     jmp         .hit
 .miss1:
-    sub         r8, centry_size                 ; (chunk_miss: way 0)
+    sub         ew_ent, centry_size             ; (chunk_miss: way 0)
 .miss:
-    inc         qword [rbx + tstate.encoded]
+    inc         qword [ew_ts + tstate.encoded]
     cmp         qword [rsp + ew_frame.prof], 0
     jne         .miss_timed
-    mov         rdi, r15
+    mov         rdi, ew_w
     call        chunk_miss
-    mov         r15, rdi
+    mov         ew_w, rdi
     jmp         .chunk
 .uncached:
     cmp         qword [rsp + ew_frame.cache], 0 ; cached calls: a run of one
     je          .not_memo                       ; byte may be in the memo
-    mov         rdi, r15
+    mov         rdi, ew_w
     call        run_memo
     test        rax, rax
     jz          .not_memo
-    mov         r15, rdi
+    mov         ew_w, rdi
     jmp         .chunk
 .not_memo:
-    inc         qword [rbx + tstate.encoded]
+    inc         qword [ew_ts + tstate.encoded]
     cmp         qword [rsp + ew_frame.prof], 0
     jne         .uncached_timed
-    mov         rdi, r15
+    mov         rdi, ew_w
     call        chunk_uncached
-    mov         r15, rdi
+    mov         ew_w, rdi
     jmp         .chunk
 .miss_timed:
     lea         r10, [chunk_miss]
@@ -446,14 +458,14 @@ PROC enc_worker
     or          rax, rdx
     mov         [rsp + ew_frame.t2], rax
     mov         rdx, r9
-    mov         rdi, r15
+    mov         rdi, ew_w
     call        r10
-    mov         r15, rdi
+    mov         ew_w, rdi
     rdtsc
     shl         rdx, 32
     or          rax, rdx
     sub         rax, [rsp + ew_frame.t2]
-    add         [rbx + tstate.cyc_merge], rax
+    add         [ew_ts + tstate.cyc_merge], rax
     jmp         .chunk
 .chunks_done:
     PROF_ADD    ew_frame.t1, tstate.cyc_pass
@@ -466,7 +478,7 @@ PROC enc_worker
     mov         [rsp + ew_frame.pos], rax
     jmp         .split
 .doc_done:
-    mov         rax, r15
+    mov         rax, ew_w
     sub         rax, [rsp + ew_frame.o]
     shr         rax, 1
     mov         rcx, [rsp + ew_frame.first]
@@ -475,7 +487,7 @@ PROC enc_worker
     jne         .count                          ; bit 63 of its count, for the
     bts         rax, 63                         ; move (which clears it)
 .count:
-    mov         rcx, [r12 + job.counts]
+    mov         rcx, [ew_job + job.counts]
     mov         rdx, [rsp + ew_frame.d]
     mov         [rcx + rdx * 8], rax
     jmp         .doc
@@ -485,13 +497,13 @@ PROC enc_worker
     PROF_START  ew_frame.t1                     ; (rax, rdx kept in r14, rbp;
     mov         rsi, [rsp + ew_frame.len]       ; the copy, and growing tstate.doc,
     lea         rax, [rsi + 2 * PAD + 64]       ; count as pre-tokenizing)
-    cmp         rax, [rbx + tstate.doccap]
+    cmp         rax, [ew_ts + tstate.doccap]
     jbe         .doc_room
-    mov         rdi, [rbx + tstate.doc]         ; grow
-    mov         rsi, [rbx + tstate.doccap]
+    mov         rdi, [ew_ts + tstate.doc]       ; grow
+    mov         rsi, [ew_ts + tstate.doccap]
     call        asmbpe_unmap
-    mov         qword [rbx + tstate.doc], 0
-    mov         qword [rbx + tstate.doccap], 0
+    mov         qword [ew_ts + tstate.doc], 0
+    mov         qword [ew_ts + tstate.doccap], 0
     mov         rdi, [rsp + ew_frame.len]
     add         rdi, 2 * PAD + 64 + DOC_GRAIN - 1
     and         rdi, -DOC_GRAIN
@@ -499,15 +511,15 @@ PROC enc_worker
     call        asmbpe_map
     test        rax, rax
     jz          .doc_enomem
-    mov         [rbx + tstate.doc], rax
+    mov         [ew_ts + tstate.doc], rax
     mov         rax, [rsp + ew_frame.t2]
-    mov         [rbx + tstate.doccap], rax
-    mov         r13, [r12 + job.buf]
+    mov         [ew_ts + tstate.doccap], rax
+    mov         ew_text, [ew_job + job.buf]
 .doc_room:
-    mov         rsi, [r13 + rbp * 8]
-    mov         rdi, [rbx + tstate.doc]
+    mov         rsi, [ew_text + rbp * 8]
+    mov         rdi, [ew_ts + tstate.doc]
     add         rdi, PAD
-    mov         r13, rdi                        ; the text: the copy
+    mov         ew_text, rdi                    ; the text: the copy
     mov         rcx, [rsp + ew_frame.len]
     rep movsb
     PROF_ADD    ew_frame.t1, tstate.cyc_pretok
@@ -515,10 +527,22 @@ PROC enc_worker
     mov         rdx, rbp
     jmp         .have_text
 .doc_enomem:
-    mov         qword [r12 + job.status], ASMBPE_ENOMEM
+    mov         qword [ew_job + job.status], ASMBPE_ENOMEM
 .done:
     vzeroupper
     PROF_ADD    ew_frame.t0, tstate.cyc_total
     add         rsp, ew_frame_size
     RESTORE
 ENDPROC
+%undef ew_job
+%undef ew_ts
+%undef ew_text
+%undef ew_w
+%undef ew_k
+%undef ew_kd
+%undef ew_pos
+%undef ew_ent
+%undef ew_entd
+%undef ew_entb
+%undef ew_cache
+%undef ew_seed
