@@ -36,6 +36,14 @@ section .text
 ; Both return rdi past the ids; keep rbx, rbp, r12-r15; clobber rax, rcx,
 ; rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
+%define cm_ent       rax   ; (after the call) way 0 of the chunk's set
+%define cm_first     r8    ; its first id
+%define cm_n         rcx   ; its ids
+%define cm_nd        ecx   ; (cm_n, 32-bit)
+%define cm_nb        cl    ; (cm_n, 8-bit)
+%define cm_len       rdx   ; the chunk's length
+%define cm_lenb      dl    ; (cm_len, 8-bit)
+%define cm_mask      r9    ; mask_tab + 64 - length: keeps its bytes
 PROC chunk_miss
     push        rdi
     push        rsi
@@ -48,30 +56,38 @@ PROC chunk_miss
     pop         rdx                             ; length
     pop         rsi                             ; bytes
     pop         r8                              ; first id
-    mov         rcx, rdi
-    sub         rcx, r8
-    shr         rcx, 1                          ; ids
-    cmp         ecx, CE_MAX_TOK
+    mov         cm_n, rdi
+    sub         cm_n, cm_first
+    shr         cm_n, 1                         ; ids
+    cmp         cm_nd, CE_MAX_TOK
     ja          .ret
-    vmovdqu     ymm0, [rax]                     ; way 0 -> way 1
-    vmovdqu     ymm1, [rax + 32]
-    vmovdqu     [rax + centry_size], ymm0
-    vmovdqu     [rax + centry_size + 32], ymm1
-    lea         r9, [mask_tab + 64]             ; key, zero-padded
-    sub         r9, rdx
-    vmovdqu     ymm2, [r9]
-    vmovdqu     xmm3, [r9 + 32]
+    vmovdqu     ymm0, [cm_ent]                  ; way 0 -> way 1
+    vmovdqu     ymm1, [cm_ent + 32]
+    vmovdqu     [cm_ent + centry_size], ymm0
+    vmovdqu     [cm_ent + centry_size + 32], ymm1
+    lea         cm_mask, [mask_tab + 64]        ; key, zero-padded
+    sub         cm_mask, cm_len
+    vmovdqu     ymm2, [cm_mask]
+    vmovdqu     xmm3, [cm_mask + 32]
     vpand       ymm0, ymm2, [rsi]
     vpand       xmm1, xmm3, [rsi + 32]
-    vmovdqu     [rax + centry.key], ymm0
-    vmovdqu     [rax + centry.key + 32], xmm1
-    mov         [rax + centry.len], dl
-    mov         [rax + centry.ntok], cl
-    add         rax, centry.tok
-    COPY_IDS    rax, r8, rcx, rdx, esi, si
+    vmovdqu     [cm_ent + centry.key], ymm0
+    vmovdqu     [cm_ent + centry.key + 32], xmm1
+    mov         [cm_ent + centry.len], cm_lenb
+    mov         [cm_ent + centry.ntok], cm_nb
+    add         cm_ent, centry.tok
+    COPY_IDS    cm_ent, cm_first, cm_n, rdx, esi, si
 .ret:
     ret
 ENDPROC
+%undef cm_ent
+%undef cm_first
+%undef cm_n
+%undef cm_nd
+%undef cm_nb
+%undef cm_len
+%undef cm_lenb
+%undef cm_mask
 
 PROC chunk_uncached
     cmp         rdx, SHORT_MAX
@@ -88,16 +104,27 @@ ENDPROC
 ; rax = 0, nothing written.  Keeps rsi, rdx when rax = 0; keeps rbx, rbp,
 ; r12-r15; clobbers rax, rcx, r8-r11, ymm0-ymm9.  Reads the chunk rounded up to 32 bytes (text or padding).
 ;=============================================================================
+%define rm_byte      eax   ; the chunk's first byte (the run's, if it is one)
+%define rm_byteb     al    ; (rm_byte, 8-bit)
+%define rm_at        rcx   ; the bytes compared so far
+%define rm_atd       ecx   ; (rm_at, 32-bit)
+%define rm_ent       r8    ; its memo entry (from its hash)
+%define rm_entd      r8d   ; (rm_ent, 32-bit)
+%define rm_n         rcx   ; (then) the run's ids
+%define rm_nd        ecx   ; (rm_n, 32-bit)
+%define rm_nb        cl    ; (rm_n, 8-bit)
+%define rm_lend      edx   ; (kept) its length
+%define rm_first     r9    ; (kept) its first id
 PROC run_memo
-    movzx       eax, byte [rsi]
-    vmovd       xmm0, eax
+    movzx       rm_byte, byte [rsi]
+    vmovd       xmm0, rm_byte
     vpbroadcastb ymm0, xmm0
-    xor         ecx, ecx
+    xor         rm_atd, rm_atd
 .same:                                          ; 32 bytes at a time
-    vpcmpeqb    ymm1, ymm0, [rsi + rcx]
+    vpcmpeqb    ymm1, ymm0, [rsi + rm_at]
     vpmovmskb   r8d, ymm1
     mov         r9, rdx
-    sub         r9, rcx                         ; bytes left (> 0)
+    sub         r9, rm_at                       ; bytes left (> 0)
     cmp         r9, 32
     jae         .whole
     bzhi        r8d, r8d, r9d                   ; (the last, partial)
@@ -109,23 +136,23 @@ PROC run_memo
 .whole:
     cmp         r8d, -1
     jne         .other
-    add         rcx, 32
-    cmp         rcx, rdx
+    add         rm_at, 32
+    cmp         rm_at, rdx
     jb          .same
 .run:                                           ; entry (byte * 17 + len)
-    imul        r8d, eax, 17                    ; mod MEMO_ENTRIES
-    add         r8d, edx
-    and         r8d, MEMO_ENTRIES - 1
-    shl         r8d, 6
-    lea         r8, [r8 + rbx + tstate.memo]
-    cmp         [r8 + mement.len], edx
+    imul        rm_entd, rm_byte, 17            ; mod MEMO_ENTRIES
+    add         rm_entd, edx
+    and         rm_entd, MEMO_ENTRIES - 1
+    shl         rm_entd, 6
+    lea         rm_ent, [rm_ent + rbx + tstate.memo]
+    cmp         [rm_ent + mement.len], edx
     jne         .encode
-    cmp         [r8 + mement.byte], al
+    cmp         [rm_ent + mement.byte], rm_byteb
     jne         .encode
-    movzx       ecx, byte [r8 + mement.ntok]    ; found: its ids
-    add         r8, mement.tok
-    COPY_IDS    rdi, r8, rcx, r9, r10d, r10w
-    lea         rdi, [rdi + rcx * 2]
+    movzx       rm_nd, byte [rm_ent + mement.ntok] ; found: its ids
+    add         rm_ent, mement.tok
+    COPY_IDS    rdi, rm_ent, rm_n, r9, r10d, r10w
+    lea         rdi, [rdi + rm_n * 2]
     mov         eax, 1
     ret
 .encode:
@@ -144,16 +171,16 @@ PROC run_memo
     pop         rdx
     pop         rax
     pop         r8
-    mov         rcx, rdi
-    sub         rcx, r9
-    shr         rcx, 1                          ; ids
-    cmp         rcx, MEMO_MAX_TOK
+    mov         rm_n, rdi
+    sub         rm_n, rm_first
+    shr         rm_n, 1                         ; ids
+    cmp         rm_n, MEMO_MAX_TOK
     ja          .kept                           ; (too many: not kept)
-    mov         [r8 + mement.len], edx
-    mov         [r8 + mement.byte], al
-    mov         [r8 + mement.ntok], cl
-    add         r8, mement.tok
-    COPY_IDS    r8, r9, rcx, r10, r11d, r11w
+    mov         [rm_ent + mement.len], rm_lend
+    mov         [rm_ent + mement.byte], rm_byteb
+    mov         [rm_ent + mement.ntok], rm_nb
+    add         rm_ent, mement.tok
+    COPY_IDS    rm_ent, rm_first, rm_n, r10, r11d, r11w
 .kept:
     mov         eax, 1
     ret
@@ -174,3 +201,14 @@ PROC run_memo
     add         [rbx + tstate.cyc_merge], rax
     jmp         .encoded
 ENDPROC
+%undef rm_byte
+%undef rm_byteb
+%undef rm_at
+%undef rm_atd
+%undef rm_ent
+%undef rm_entd
+%undef rm_n
+%undef rm_nd
+%undef rm_nb
+%undef rm_lend
+%undef rm_first
