@@ -69,6 +69,20 @@ section .text
 ; falls out of the same pass.  Returns rdi past the ids.  Keeps rbx, rbp,
 ; r12-r15.
 ;=============================================================================
+%define sp_ts        rbx   ; the thread state (tstate.rank: the pair ranks)
+%define sp_ids       rdi   ; the ids, worked on in place
+%define sp_m         r13   ; ids now
+%define sp_md        r13d  ; (sp_m, 32-bit)
+%define sp_min       ebp   ; the lowest rank seen (the next round's merge)
+%define sp_r         esi   ; this round's merge
+%define sp_src       rax   ; i: the id read (a round)
+%define sp_srcd      eax   ; (sp_src, 32-bit)
+%define sp_dst       rdx   ; j: the id written (a round), the pair ranked
+%define sp_dstd      edx   ; (sp_dst, 32-bit)
+%define sp_was       r14d  ; 1: id[j - 1] is new this round
+%define sp_new       r15d  ; 1: id[j] is new this round
+%define sp_rk        r15   ; (a lookup) the rank found
+%define sp_rkd       r15d  ; (sp_rk, 32-bit)
 PROC short_path
     push        rbp
     push        r13
@@ -81,86 +95,100 @@ PROC short_path
     xor         eax, eax                        ; bytes -> ids
 .widen:
     movzx       ecx, byte [rsi + rax]
-    mov         [rdi + rax * 2], cx
+    mov         [sp_ids + rax * 2], cx
     inc         eax
     cmp         eax, edx
     jb          .widen
-    mov         r13d, edx                       ; m: ids now
-    mov         ebp, NO_RANK                    ; the lowest rank
-    xor         edx, edx
+    mov         sp_md, edx                      ; m: ids now
+    mov         sp_min, NO_RANK                 ; the lowest rank
+    xor         sp_dstd, sp_dstd
 .rank:                                          ; rank[j] of (id[j], id[j+1])
-    lea         eax, [edx + 1]
-    cmp         eax, r13d
+    lea         eax, [sp_dstd + 1]
+    cmp         eax, sp_md
     jae         .round
-    movzx       ecx, word [rdi + rdx * 2]
-    movzx       r15d, word [rdi + rdx * 2 + 2]
-    RANK        r15d, r15, ecx, r15d
-    mov         [rbx + tstate.rank + rdx * 4], r15d
-    cmp         r15d, ebp
-    cmovb       ebp, r15d
-    inc         edx
+    movzx       ecx, word [sp_ids + sp_dst * 2]
+    movzx       sp_rkd, word [sp_ids + sp_dst * 2 + 2]
+    RANK        sp_rkd, sp_rk, ecx, sp_rkd
+    mov         [sp_ts + tstate.rank + sp_dst * 4], sp_rkd
+    cmp         sp_rkd, sp_min
+    cmovb       sp_min, sp_rkd
+    inc         sp_dstd
     jmp         .rank
 .round:
-    cmp         ebp, NO_RANK
+    cmp         sp_min, NO_RANK
     je          .done
-    mov         esi, ebp                        ; r: this round's merge
-    mov         ebp, NO_RANK                    ; the next round's
-    xor         eax, eax                        ; i: read
-    xor         edx, edx                        ; j: write
-    xor         r14d, r14d                      ; id[j-1] is new
+    mov         sp_r, sp_min                    ; r: this round's merge
+    mov         sp_min, NO_RANK                 ; the next round's
+    xor         sp_srcd, sp_srcd                ; i: read
+    xor         sp_dstd, sp_dstd                ; j: write
+    xor         sp_was, sp_was                  ; id[j-1] is new
 .apply:
-    cmp         eax, r13d
+    cmp         sp_srcd, sp_md
     jae         .applied
-    lea         ecx, [eax + 1]
-    cmp         ecx, r13d
+    lea         ecx, [sp_srcd + 1]
+    cmp         ecx, sp_md
     jae         .copy
-    cmp         [rbx + tstate.rank + rax * 4], esi
+    cmp         [sp_ts + tstate.rank + sp_src * 4], sp_r
     jne         .copy
-    lea         ecx, [esi + 256]                ; (id[i], id[i+1]) -> 256 + r
-    mov         [rdi + rdx * 2], cx
-    add         eax, 2
-    mov         r15d, 1                         ; id[j] is new
+    lea         ecx, [sp_r + 256]               ; (id[i], id[i+1]) -> 256 + r
+    mov         [sp_ids + sp_dst * 2], cx
+    add         sp_srcd, 2
+    mov         sp_new, 1                       ; id[j] is new
     jmp         .written
 .copy:
-    movzx       ecx, word [rdi + rax * 2]
-    mov         [rdi + rdx * 2], cx
-    inc         eax
-    xor         r15d, r15d
+    movzx       ecx, word [sp_ids + sp_src * 2]
+    mov         [sp_ids + sp_dst * 2], cx
+    inc         sp_srcd
+    xor         sp_new, sp_new
 .written:
-    test        edx, edx
+    test        sp_dstd, sp_dstd
     jz          .next_id
-    mov         ecx, r14d
-    mov         r14d, r15d
-    or          ecx, r15d
+    mov         ecx, sp_was
+    mov         sp_was, sp_new
+    or          ecx, sp_new
     jnz         .lookup
-    mov         ecx, [rbx + tstate.rank + rax * 4 - 8] ; both copied: rank[i-2]
+    mov         ecx, [sp_ts + tstate.rank + sp_src * 4 - 8] ; both copied: rank[i-2]
     jmp         .set
 .lookup:
-    movzx       ecx, word [rdi + rdx * 2 - 2]
-    movzx       r15d, word [rdi + rdx * 2]
-    RANK        r15d, r15, ecx, r15d
-    mov         ecx, r15d
+    movzx       ecx, word [sp_ids + sp_dst * 2 - 2]
+    movzx       sp_rkd, word [sp_ids + sp_dst * 2]
+    RANK        sp_rkd, sp_rk, ecx, sp_rkd
+    mov         ecx, sp_rkd
 .set:
-    mov         [rbx + tstate.rank + rdx * 4 - 4], ecx
-    cmp         ecx, ebp
-    cmovb       ebp, ecx
-    inc         edx
+    mov         [sp_ts + tstate.rank + sp_dst * 4 - 4], ecx
+    cmp         ecx, sp_min
+    cmovb       sp_min, ecx
+    inc         sp_dstd
     jmp         .apply
 .next_id:
-    mov         r14d, r15d
-    inc         edx
+    mov         sp_was, sp_new
+    inc         sp_dstd
     jmp         .apply
 .applied:
-    mov         r13d, edx
+    mov         sp_md, sp_dstd
     jmp         .round
 .done:
-    lea         rdi, [rdi + r13 * 2]
+    lea         sp_ids, [sp_ids + sp_m * 2]
     pop         r15
     pop         r14
     pop         r13
     pop         rbp
     ret
 ENDPROC
+%undef sp_ts
+%undef sp_ids
+%undef sp_m
+%undef sp_md
+%undef sp_min
+%undef sp_r
+%undef sp_src
+%undef sp_srcd
+%undef sp_dst
+%undef sp_dstd
+%undef sp_was
+%undef sp_new
+%undef sp_rk
+%undef sp_rkd
 
 ;=============================================================================
 ; short16: short_path for 2 .. SHORT16_MAX bytes (most cache misses), entered
