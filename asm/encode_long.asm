@@ -29,21 +29,31 @@ endstruc                                        ; (5 pushes + ret + 24: aligned)
 
 %define DEAD        0xFFFF
 
+%define lp_ts        rbx   ; the thread state (tstate.long: the arrays)
+%define lp_ids       r12   ; the ids, by position (r12: the job until then)
+%define lp_next      r13   ; u32 next[]: the next live position
+%define lp_prev      r14   ; u32 prev[]: the live one before
+%define lp_heap      r15   ; u64 heap[] of rank << 32 | position
+%define lp_hn        ebp   ; its size
+%define lp_at        rdi   ; i: the position popped
+%define lp_atd       edi   ; (lp_at, 32-bit)
+%define lp_r         esi   ; its pair's rank, then the new id (256 + rank)
+%define lp_rw        si    ; (lp_r, 16-bit)
 PROC long_path
     SAVE        rbp, r12, r13, r14, r15
     sub         rsp, lp_frame_size
     mov         [rsp + lp_frame.w], rdi
     mov         [rsp + lp_frame.p], rsi
     mov         [rsp + lp_frame.n], rdx
-    inc         qword [rbx + tstate.longs]
-    cmp         rdx, [rbx + tstate.longcap]
+    inc         qword [lp_ts + tstate.longs]
+    cmp         rdx, [lp_ts + tstate.longcap]
     jbe         .have_room
-    mov         rdi, [rbx + tstate.long]        ; grow the arrays
-    mov         rsi, [rbx + tstate.longcap]
+    mov         rdi, [lp_ts + tstate.long]      ; grow the arrays
+    mov         rsi, [lp_ts + tstate.longcap]
     shl         rsi, 5
     call        asmbpe_unmap
-    mov         qword [rbx + tstate.long], 0
-    mov         qword [rbx + tstate.longcap], 0
+    mov         qword [lp_ts + tstate.long], 0
+    mov         qword [lp_ts + tstate.longcap], 0
     mov         rdi, [rsp + lp_frame.n]
     add         rdi, 65535
     and         rdi, ~65535
@@ -52,28 +62,28 @@ PROC long_path
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         [rbx + tstate.long], rax
-    mov         [rbx + tstate.longcap], r13
+    mov         [lp_ts + tstate.long], rax
+    mov         [lp_ts + tstate.longcap], r13
 .have_room:
     mov         rax, [r12 + job.enc]
     LOAD_TABLE  rax
-    mov         r12, [rsp + lp_frame.w]         ; ids (r12 is saved)
-    mov         r13, [rbx + tstate.long]        ; next[]
-    mov         r14, [rbx + tstate.longcap]
-    lea         r14, [r13 + r14 * 4]            ; prev[]
-    mov         r15, [rbx + tstate.longcap]
-    lea         r15, [r13 + r15 * 8]            ; heap[]
-    xor         ebp, ebp                        ; heap size
+    mov         lp_ids, [rsp + lp_frame.w]      ; ids (r12 is saved)
+    mov         lp_next, [lp_ts + tstate.long]  ; next[]
+    mov         lp_prev, [lp_ts + tstate.longcap]
+    lea         lp_prev, [lp_next + lp_prev * 4] ; prev[]
+    mov         lp_heap, [lp_ts + tstate.longcap]
+    lea         lp_heap, [lp_next + lp_heap * 8] ; heap[]
+    xor         lp_hn, lp_hn                    ; heap size
     mov         rsi, [rsp + lp_frame.p]
     mov         rdx, [rsp + lp_frame.n]
     xor         eax, eax
 .init:
     movzx       ecx, byte [rsi + rax]
-    mov         [r12 + rax * 2], cx
+    mov         [lp_ids + rax * 2], cx
     lea         ecx, [eax + 1]
-    mov         [r13 + rax * 4], ecx
+    mov         [lp_next + rax * 4], ecx
     lea         ecx, [eax - 1]
-    mov         [r14 + rax * 4], ecx
+    mov         [lp_prev + rax * 4], ecx
     inc         rax
     cmp         rax, rdx
     jb          .init
@@ -82,8 +92,8 @@ PROC long_path
     lea         eax, [edi + 1]
     cmp         rax, [rsp + lp_frame.n]
     jae         .loop
-    movzx       eax, word [r12 + rdi * 2]
-    movzx       edx, word [r12 + rdi * 2 + 2]
+    movzx       eax, word [lp_ids + rdi * 2]
+    movzx       edx, word [lp_ids + rdi * 2 + 2]
     RANK        eax, rax, eax, edx
     cmp         eax, NO_RANK
     je          .init_next
@@ -94,54 +104,54 @@ PROC long_path
     inc         edi
     jmp         .init_pairs
 .loop:
-    test        ebp, ebp
+    test        lp_hn, lp_hn
     jz          .finish
     call        heap_pop                        ; rax = rank << 32 | i
-    mov         edi, eax                        ; i
+    mov         lp_atd, eax                     ; i
     shr         rax, 32
-    mov         esi, eax                        ; rank
-    movzx       eax, word [r12 + rdi * 2]
+    mov         lp_r, eax                       ; rank
+    movzx       eax, word [lp_ids + lp_at * 2]
     cmp         eax, DEAD
     je          .loop
-    mov         ecx, [r13 + rdi * 4]            ; j = next[i]
+    mov         ecx, [lp_next + lp_at * 4]      ; j = next[i]
     cmp         rcx, [rsp + lp_frame.n]
     jae         .loop
-    movzx       edx, word [r12 + rcx * 2]
+    movzx       edx, word [lp_ids + rcx * 2]
     push        rcx
     RANK        eax, rax, eax, edx
     pop         rcx
-    cmp         eax, esi
+    cmp         eax, lp_r
     jne         .loop                           ; stale
-    add         esi, 256                        ; merge: id[i] = t
-    mov         [r12 + rdi * 2], si
-    mov         word [r12 + rcx * 2], DEAD
-    mov         edx, [r13 + rcx * 4]            ; k = next[j]
-    mov         [r13 + rdi * 4], edx
+    add         lp_r, 256                       ; merge: id[i] = t
+    mov         [lp_ids + lp_at * 2], lp_rw
+    mov         word [lp_ids + rcx * 2], DEAD
+    mov         edx, [lp_next + rcx * 4]        ; k = next[j]
+    mov         [lp_next + lp_at * 4], edx
     cmp         rdx, [rsp + lp_frame.n]
     jae         .no_k
-    mov         [r14 + rdx * 4], edi            ; prev[k] = i
+    mov         [lp_prev + rdx * 4], lp_atd     ; prev[k] = i
     push        rdx                             ; (t, id[k]) at i
     push        rdi
-    movzx       eax, word [r12 + rdx * 2]
-    RANK        eax, rax, esi, eax
+    movzx       eax, word [lp_ids + rdx * 2]
+    RANK        eax, rax, lp_r, eax
     pop         rdi
     pop         rdx
     cmp         eax, NO_RANK
     je          .no_k
     shl         rax, 32
-    or          rax, rdi
+    or          rax, lp_at
     push        rdi
     push        rsi
     call        heap_push
     pop         rsi
     pop         rdi
 .no_k:
-    mov         edx, [r14 + rdi * 4]            ; h = prev[i]
+    mov         edx, [lp_prev + lp_at * 4]      ; h = prev[i]
     cmp         edx, -1
     je          .loop
-    movzx       eax, word [r12 + rdx * 2]       ; (id[h], t) at h
+    movzx       eax, word [lp_ids + rdx * 2]    ; (id[h], t) at h
     push        rdx
-    RANK        eax, rax, eax, esi
+    RANK        eax, rax, eax, lp_r
     pop         rdx
     cmp         eax, NO_RANK
     je          .loop
@@ -153,13 +163,13 @@ PROC long_path
     xor         eax, eax                        ; read (position)
     xor         edx, edx                        ; write
 .gather:
-    movzx       ecx, word [r12 + rax * 2]
-    mov         [r12 + rdx * 2], cx
+    movzx       ecx, word [lp_ids + rax * 2]
+    mov         [lp_ids + rdx * 2], cx
     inc         edx
-    mov         eax, [r13 + rax * 4]
+    mov         eax, [lp_next + rax * 4]
     cmp         rax, [rsp + lp_frame.n]
     jb          .gather
-    lea         rdi, [r12 + rdx * 2]
+    lea         rdi, [lp_ids + rdx * 2]
     jmp         .ret
 .enomem:
     mov         r12, [rsp + lp_frame_size + 8 * 3] ; the saved job (r12)
@@ -169,56 +179,88 @@ PROC long_path
     add         rsp, lp_frame_size
     RESTORE
 ENDPROC
+%undef lp_ts
+%undef lp_ids
+%undef lp_next
+%undef lp_prev
+%undef lp_heap
+%undef lp_hn
+%undef lp_at
+%undef lp_atd
+%undef lp_r
+%undef lp_rw
 
 ; heap_push: rax = key; r15 = heap, rbp = size (grows by one).  A min-heap.
 ; Clobbers rcx, rdx, r11.
+%define hp_heap      r15   ; the heap
+%define hp_n         ebp   ; its size
+%define hp_hole      ecx   ; the hole's position
+%define hp_holeq     rcx   ; (hp_hole, 64-bit)
+%define hp_key       rax   ; the key placed
 heap_push:
-    mov         ecx, ebp                        ; hole
-    inc         ebp
+    mov         hp_hole, hp_n                   ; hole
+    inc         hp_n
 .up:
-    test        ecx, ecx
+    test        hp_hole, hp_hole
     jz          .place
-    lea         edx, [ecx - 1]
+    lea         edx, [hp_hole - 1]
     shr         edx, 1                          ; parent
-    mov         r11, [r15 + rdx * 8]
-    cmp         r11, rax
+    mov         r11, [hp_heap + rdx * 8]
+    cmp         r11, hp_key
     jbe         .place
-    mov         [r15 + rcx * 8], r11
-    mov         ecx, edx
+    mov         [hp_heap + hp_holeq * 8], r11
+    mov         hp_hole, edx
     jmp         .up
 .place:
-    mov         [r15 + rcx * 8], rax
+    mov         [hp_heap + hp_holeq * 8], hp_key
     ret
+%undef hp_heap
+%undef hp_n
+%undef hp_hole
+%undef hp_holeq
+%undef hp_key
 
 ; heap_pop: r15 = heap, rbp = size (> 0, shrinks by one).  rax = the least
-; key.  Clobbers rcx, rdx, r8?  No: rcx, rdx, r11 and the stack slot below.
+; key.  Keeps r8, r9 (pushed); clobbers rcx, rdx, r11.
+%define hp_heap      r15   ; the heap
+%define hp_n         ebp   ; its size
+%define hp_hole      ecx   ; the hole's position
+%define hp_holeq     rcx   ; (hp_hole, 64-bit)
+%define hp_nq        rbp   ; (hp_n, 64-bit)
+%define hp_key       r8    ; the last key, sinking from the top
 heap_pop:
     push        r8
     push        r9
-    mov         rax, [r15]
-    dec         ebp
-    mov         r8, [r15 + rbp * 8]             ; the last key sinks from the top
-    xor         ecx, ecx                        ; hole
+    mov         rax, [hp_heap]
+    dec         hp_n
+    mov         hp_key, [hp_heap + hp_nq * 8]   ; the last key sinks from the top
+    xor         hp_hole, hp_hole                ; hole
 .down:
-    lea         edx, [ecx * 2 + 1]              ; left child
-    cmp         edx, ebp
+    lea         edx, [hp_hole * 2 + 1]          ; left child
+    cmp         edx, hp_n
     jae         .place
-    mov         r11, [r15 + rdx * 8]
+    mov         r11, [hp_heap + rdx * 8]
     lea         r9d, [edx + 1]
-    cmp         r9d, ebp
+    cmp         r9d, hp_n
     jae         .one_child
-    cmp         [r15 + r9 * 8], r11
+    cmp         [hp_heap + r9 * 8], r11
     jae         .one_child
     mov         edx, r9d
-    mov         r11, [r15 + rdx * 8]
+    mov         r11, [hp_heap + rdx * 8]
 .one_child:
-    cmp         r8, r11
+    cmp         hp_key, r11
     jbe         .place
-    mov         [r15 + rcx * 8], r11
-    mov         ecx, edx
+    mov         [hp_heap + hp_holeq * 8], r11
+    mov         hp_hole, edx
     jmp         .down
 .place:
-    mov         [r15 + rcx * 8], r8
+    mov         [hp_heap + hp_holeq * 8], hp_key
     pop         r9
     pop         r8
     ret
+%undef hp_heap
+%undef hp_n
+%undef hp_hole
+%undef hp_holeq
+%undef hp_nq
+%undef hp_key
