@@ -209,6 +209,18 @@ ENDPROC
 ; returns rdi past them.  Keeps rbx, r12 (pushed: the steps use them).
 ; Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm9.
 ;=============================================================================
+%define s16_bp       rbp   ; (setup) enc.bp: the byte-pair ranks (BP_LANES)
+%define s16_ids      r13   ; the ids, by position (s16.ids, in tstate.rank)
+%define s16_live     r15d  ; the live positions, one bit each
+%define s16_n        r14d  ; (setup) n
+%define s16_nq       r14   ; (s16_n, 64-bit)
+%define s16_i        ebp   ; (STEPS) i: the lane merged
+%define s16_iq       rbp   ; (s16_i, 64-bit)
+%define s16_t        r14d  ; (STEPS) t = 256 + rank: the new id at i
+%define s16_r2       r12d  ; (STEPS) r2: the lowest rank among the lanes left alone
+%define s16_j        ebx   ; (STEPS) j: its leftmost lane
+%define s16_low      edi   ; (STEPS) the lowest of the merge's new ranks
+%define s16_out      rdi   ; (.out) where the next id goes
 struc s16                                       ; short16's scratch, in tstate.rank
     .ids:       resw 16                         ; u16 ids, one per position
                 resw 16                         ; (spare)
@@ -299,20 +311,20 @@ endstruc
     cmp         edx, 0xFFFF
     je          .out
 %%merge:                                        ; merge rank edx at lane eax
-    mov         ebp, eax                        ; i
+    mov         s16_i, eax                      ; i
     add         edx, 256                        ; the new id t
-    mov         [r13 + s16.ids + rbp * 2], dx
-    mov         r14d, edx
-    bzhi        edx, r15d, ebp                  ; p: the last live before i
+    mov         [s16_ids + s16.ids + s16_iq * 2], dx
+    mov         s16_t, edx
+    bzhi        edx, s16_live, s16_i            ; p: the last live before i
     lzcnt       edx, edx                        ; (k > i does not change
     xor         edx, 31                         ; those bits; 63: none)
-    lea         ecx, [ebp + 1]                  ; the live after i: k, the
-    shrx        esi, r15d, ecx                  ; first, and q, the next
+    lea         ecx, [s16_i + 1]                ; the live after i: k, the
+    shrx        esi, s16_live, ecx              ; first, and q, the next
     tzcnt       eax, esi
     blsr        esi, esi
     add         eax, ecx                        ; k
     xor         r11d, r11d                      ; the lanes left alone: all
-    bts         r11d, ebp                       ; but p, i, k (p = 63: bit
+    bts         r11d, s16_i                     ; but p, i, k (p = 63: bit
     bts         r11d, eax                       ; 31, no lane)
     bts         r11d, edx
     vmovd       xmm0, r11d
@@ -320,8 +332,8 @@ endstruc
     vpand       V(0), V(0), V(8)                ; (ymm8 = bit_w)
     vpcmpeqw    V(0), V(0), V(8)
     vpor        V(0), V(0), V(4)
-    MINPOS      %1, 0, r12d, ebx, r11d          ; r2, j
-    btr         r15d, eax                       ; k dies
+    MINPOS      %1, 0, s16_r2, s16_j, r11d      ; r2, j
+    btr         s16_live, eax                   ; k dies
     vmovd       xmm6, eax                       ; lane k := 0xFFFF
     vpbroadcastw V(6), xmm6
     vpcmpeqw    V(6), V(6), V(5)
@@ -331,25 +343,25 @@ endstruc
     jz          %%set_i
     tzcnt       esi, esi
     add         esi, ecx                        ; q
-    movzx       esi, word [r13 + s16.ids + rsi * 2]
-    RANKV       eax, rax, r14d, esi             ; (t, id[q])
+    movzx       esi, word [s16_ids + s16.ids + rsi * 2]
+    RANKV       eax, rax, s16_t, esi            ; (t, id[q])
 %%set_i:
-    SET_LANE    eax, ebp, %1                    ; lane i := rank
-    mov         edi, eax                        ; the lowest new rank
+    SET_LANE    eax, s16_i, %1                  ; lane i := rank
+    mov         s16_low, eax                    ; the lowest new rank
     cmp         edx, 63
     je          %%next
-    movzx       esi, word [r13 + s16.ids + rdx * 2]
-    RANKV       eax, rax, esi, r14d             ; (id[p], t)
+    movzx       esi, word [s16_ids + s16.ids + rdx * 2]
+    RANKV       eax, rax, esi, s16_t            ; (id[p], t)
     SET_LANE    eax, edx, %1                    ; lane p := rank
-    cmp         eax, edi
-    cmovb       edi, eax
+    cmp         eax, s16_low
+    cmovb       s16_low, eax
 %%next:
-    cmp         r12d, 0xFFFF                    ; no lane left alone has a
+    cmp         s16_r2, 0xFFFF                  ; no lane left alone has a
     je          %%step                          ; merge
-    cmp         edi, r12d                       ; a new pair ranks at or
+    cmp         s16_low, s16_r2                 ; a new pair ranks at or
     jbe         %%step                          ; below r2
-    mov         eax, ebx
-    mov         edx, r12d
+    mov         eax, s16_j
+    mov         edx, s16_r2
     jmp         %%merge
   %undef V
 %endmacro
@@ -358,23 +370,23 @@ short16:
     push        rbx
     push        r12
     push        rdi
-    mov         rbp, [rax + enc.bp]             ; (rax: the encoder)
-    lea         r13, [rbx + tstate.rank]
+    mov         s16_bp, [rax + enc.bp]          ; (rax: the encoder)
+    lea         s16_ids, [rbx + tstate.rank]
     vpmovzxbw   ymm0, [rsi]                     ; 16 bytes (padding past the
-    vmovdqu     [r13 + s16.ids], ymm0           ; chunk: their lanes die)
-    mov         r14d, edx                       ; n
+    vmovdqu     [s16_ids + s16.ids], ymm0       ; chunk: their lanes die)
+    mov         s16_n, edx                      ; n
     vmovdqu     ymm5, [lane_w]
     vmovdqu     ymm8, [bit_w]
     vpcmpeqd    ymm9, ymm9, ymm9
-    mov         r15d, 1
-    shlx        r15d, r15d, r14d
-    dec         r15d                            ; live positions 0 .. n-1
-    lea         eax, [r14 - 2]                  ; lanes from n - 1 on: no
+    mov         s16_live, 1
+    shlx        s16_live, s16_live, s16_n
+    dec         s16_live                        ; live positions 0 .. n-1
+    lea         eax, [s16_nq - 2]               ; lanes from n - 1 on: no
     vmovd       xmm1, eax                       ; pair (all ones)
     vpbroadcastw ymm1, xmm1
     vpcmpgtw    ymm1, ymm5, ymm1
     BP_LANES    xmm4, 0, 8                      ; ranks of pairs 0 .. 7
-    cmp         r14d, 9
+    cmp         s16_n, 9
     ja          .init16
     vpor        xmm4, xmm4, xmm1
     STEPS       8
@@ -386,11 +398,11 @@ short16:
 .out:                                           ; the live ids, in order
     pop         rdi
 .out_id:
-    tzcnt       ecx, r15d
-    movzx       eax, word [r13 + s16.ids + rcx * 2]
-    mov         [rdi], ax
-    add         rdi, 2
-    blsr        r15d, r15d
+    tzcnt       ecx, s16_live
+    movzx       eax, word [s16_ids + s16.ids + rcx * 2]
+    mov         [s16_out], ax
+    add         s16_out, 2
+    blsr        s16_live, s16_live
     jnz         .out_id
     pop         r12
     pop         rbx
@@ -399,3 +411,15 @@ short16:
     pop         r13
     pop         rbp
     ret
+%undef s16_bp
+%undef s16_ids
+%undef s16_live
+%undef s16_n
+%undef s16_nq
+%undef s16_i
+%undef s16_iq
+%undef s16_t
+%undef s16_r2
+%undef s16_j
+%undef s16_low
+%undef s16_out
