@@ -1,6 +1,6 @@
 ;-----------------------------------------------------------------------------
-; encode_cache.asm — the chunks the worker does not find: chunk_miss (encode, then
-; fill the cache), chunk_uncached and run_memo (runs of one byte).
+; encode_cache.asm — the chunks the worker does not find: chunk_miss (encode,
+; then fill the cache), chunk_uncached and run_memo (runs of one byte).
 ;
 ; Called by enc_worker (encode_worker.asm); they encode through short_path
 ; (encode_short.asm) and long_path (encode_long.asm).

@@ -1,6 +1,6 @@
 ;-----------------------------------------------------------------------------
-; encode_decode.asm — ids back to bytes (asmbpe_decode) and the encoder's counters
-; (asmbpe_enc_stats).
+; encode_decode.asm — ids back to bytes (asmbpe_decode) and the encoder's
+; counters (asmbpe_enc_stats).
 ;
 ; asmbpe_decode builds the id -> bytes table on its first call (build_tokens,
 ; encode_table.asm); asmbpe_enc_stats sums the counters the worker

@@ -1,6 +1,6 @@
 ;-----------------------------------------------------------------------------
-; encode_long.asm — the long path: chunks of more than SHORT_MAX bytes (long_path),
-; with its min-heap (heap_push, heap_pop: used here only).
+; encode_long.asm — the long path: chunks of more than SHORT_MAX bytes
+; (long_path), with its min-heap (heap_push, heap_pop: used here only).
 ;
 ; Called by chunk_uncached (encode_cache.asm).  Its arrays live in the
 ; thread state (tstate.long), grown here.

@@ -1,6 +1,7 @@
 ;-----------------------------------------------------------------------------
-; encode_short.asm — the short path: chunks of 2 .. SHORT_MAX bytes (short_path), and
-; of up to SHORT16_MAX bytes (short16, entered from short_path).
+; encode_short.asm — the short path: chunks of 2 .. SHORT_MAX bytes
+; (short_path), and of up to SHORT16_MAX bytes (short16, entered from
+; short_path).
 ;
 ; Called by chunk_miss / chunk_uncached (encode_cache.asm) and build_seed
 ; (encode_table.asm).  Reads the pair -> rank table with RANK / RANKV

@@ -1,6 +1,7 @@
 ;-----------------------------------------------------------------------------
-; encode_table.asm — building the encoder's tables: asmbpe_enc_new / asmbpe_enc_free,
-; build_tokens (the id -> bytes table) and build_seed (the whole-token table).
+; encode_table.asm — building the encoder's tables: asmbpe_enc_new /
+; asmbpe_enc_free, build_tokens (the id -> bytes table) and build_seed (the
+; whole-token table).
 ;
 ; asmbpe_enc_new makes the pair -> rank hash and the byte-pair table that
 ; short_path / long_path read (LOAD_TABLE, RANK: encode.inc).  build_tokens is

@@ -66,15 +66,15 @@ section .text
 ;=============================================================================
 ; enc_worker(job, tid): claim blocks of documents until none is left.  Each
 ; document is split EW_BUF chunks at a time.  Pass 1 gives each chunk its
-; ew_frame.entry: 1 << 63 | id when it is one id (a chunk of up to 15 bytes found
-; in the whole-token table: no branch), else the way 0 of its cache set
+; ew_frame.entry: 1 << 63 | id when it is one id (a chunk of up to 15 bytes
+; found in the whole-token table: no branch), else the way 0 of its cache set
 ; (both ways prefetched), or 0 when it is not cached.  It is two loops: 1a
-; keeps each short chunk's key (ew_frame.key) and prefetches its whole-token line
-; (ew_frame.entry meanwhile: the line's offset, tagged by bit 0), 1b compares once
-; the lines are there.  Pass 2 writes the
-; ids: one id directly, a cache hit as one 16-byte copy, the rest through
-; chunk_miss / chunk_uncached, which count as encoded (asmbpe_enc_stats:
-; hits = chunks - encoded).
+; keeps each short chunk's key (ew_frame.key) and prefetches its whole-token
+; line (ew_frame.entry meanwhile: the line's offset, tagged by bit 0), 1b
+; compares once the lines are there.  Pass 2 writes the ids: one id directly,
+; a cache hit as one 16-byte copy, the rest through chunk_miss /
+; chunk_uncached, which count as encoded (asmbpe_enc_stats: hits = chunks -
+; encoded).
 ;=============================================================================
 %define EW_BUF      512                         ; chunk ends per split call
 struc ew_frame                                  ; enc_worker's stack frame
