@@ -14,8 +14,9 @@ files have local labels of one name, calls to the second are to `name#2` (and
 `--rename name#2=NEW` renames them too).
 
 Each routine is the code between two labels without a '.' (nasm's local labels,
-`routine.loop`, stay inside their routine).  Instructions are compared with their
-addresses removed: branch targets as `<label+offset>`, RIP-relative operands by the
+`routine.loop`, stay inside their routine); a routine that starts where the one
+before has its `.end` label (ENDFUNC / ENDPROC) is named by its own symbol (nm).
+Instructions are compared with their addresses removed: branch targets as `<label+offset>`, RIP-relative operands by the
 symbol objdump names, and alignment nops dropped.  A routine's start alignment
 (its address mod 64) is reported separately, since a hot loop can move across a
 cache line without its instructions changing.  Exit status 1 when any routine
@@ -32,17 +33,39 @@ HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 NOP = re.compile(r"^(data16 )*(cs )?(nop|xchg\s+ax,ax)\b")
 
 
+def aliases(path: str) -> dict[str, str]:
+    """`name.end` -> the routine that starts at the same address (from nm): objdump
+    shows one label per address, and an ENDFUNC / ENDPROC `.end` label can hide the
+    next routine's name (both its header and the branches to it)."""
+    out = subprocess.run(["nm", "-n", path], check=True, capture_output=True, text=True).stdout
+    at: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tT":
+            at.setdefault(int(parts[0], 16), []).append(parts[2])
+    result = {}
+    for names in at.values():
+        plain = [n for n in names if "." not in n]
+        if len(plain) == 1:
+            for n in names:
+                if n.endswith(".end"):
+                    result[n] = plain[0]
+    return result
+
+
 def routines(path: str) -> dict[str, tuple[int, list[str]]]:
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-M", "intel", path],
                          check=True, capture_output=True, text=True).stdout
+    alias = aliases(path)
     starts: list[tuple[int, str]] = []                  # (address, routine key)
     keys: set[str] = set()
     for line in out.splitlines():
         m = HEADER.match(line)
-        if m and "." not in m.group(2):
-            key, n = m.group(2), 2
+        name = alias.get(m.group(2), m.group(2)) if m else ""
+        if m and "." not in name:
+            key, n = name, 2
             while key in keys:                  # two files' local labels of one name
-                key = f"{m.group(2)}#{n}"
+                key = f"{name}#{n}"
                 n += 1
             keys.add(key)
             starts.append((int(m.group(1), 16), key))
@@ -52,6 +75,9 @@ def routines(path: str) -> dict[str, tuple[int, list[str]]]:
         """`addr <sym...>` -> `<key...>`: name a target by the key of the routine
         holding it, so routines of one name in two files stay apart (name#2)."""
         sym = m.group(2)
+        end = re.match(r"[^+]*", sym).group(0)
+        if end in alias:                        # a hidden routine name (see aliases)
+            sym = alias[end] + sym[len(end):]
         i = bisect.bisect_right(addrs, int(m.group(1), 16)) - 1
         if i >= 0:
             key = starts[i][1]
@@ -66,7 +92,7 @@ def routines(path: str) -> dict[str, tuple[int, list[str]]]:
     for line in out.splitlines():
         m = HEADER.match(line)
         if m:
-            if "." not in m.group(2):
+            if "." not in alias.get(m.group(2), m.group(2)):
                 current = starts[nstart][1]
                 nstart += 1
                 result[current] = (int(m.group(1), 16), [])
