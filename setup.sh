@@ -22,6 +22,9 @@ missing=()
 command -v nasm >/dev/null 2>&1 || missing+=(nasm)
 command -v ld >/dev/null 2>&1 || missing+=(binutils)
 "$PY" -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+# venv + ensurepip: tests/test_packaging.py builds the wheel in isolated environments
+# and installs it into a fresh virtualenv (Debian splits them into python3-venv)
+"$PY" -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "== apt-get install ${missing[*]}"
