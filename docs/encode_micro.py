@@ -30,7 +30,7 @@ MODE:
          start-up is what this measures: run it several times): seconds to the first
          block and to the end, MB/s, CPU seconds and minor page faults
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
-each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
+each). Seconds from rdtsc cycles at the TSC rate that harness.dev.profile measures.
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def main() -> None:
         return
     from harness import Tokenizer
     from harness.pretok import split
-    from harness.profile import tsc_hz
+    from harness.dev.profile import tsc_hz
     hz = tsc_hz()
     if not hz:
         sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")

@@ -10,11 +10,10 @@ import sys as _sys
 if (_sys.argv and _os.path.basename(_sys.argv[0]) == "asmbpe"
         and "numpy" not in _sys.modules):
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-from . import twin
 from ._lib import LibraryError
 from .pretok import split, split_offsets
 from .tokenizer import Tokenizer
 from .train import TrainError, TrainResult, train
 
-__all__ = ["split", "split_offsets", "twin", "LibraryError", "train", "TrainResult",
+__all__ = ["split", "split_offsets", "LibraryError", "train", "TrainResult",
            "TrainError", "Tokenizer"]

@@ -366,12 +366,12 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
 def check(seed, pattern, bench, bench_only, save, baseline, samples):
     """Check the assembly functions against their Python twins (checkasm); with --bench,
     time them in cycles, and compare with a saved baseline."""
-    from .checkasm import run_checks
+    from .dev.checkasm import run_checks
 
     extra = {k: v for k, v in dict(save=save, baseline=baseline, bench_only=bench_only,
                                    samples=samples).items() if v}
     if baseline or save:
-        from .checkasm_bench import BaselineError, load_baseline
+        from .dev.checkasm_bench import BaselineError, load_baseline
 
         try:
             if baseline:
@@ -403,7 +403,7 @@ def bench():
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 def pretok(corpora, limit_mb, twin_mb, runs, json_path):
     """Pre-tokenizer speed: asm vs the oracle regex vs the Python twin."""
-    from .bench import bench_pretok, write_json
+    from .dev.bench import bench_pretok, write_json
 
     if not corpora_dir().is_dir():
         raise InputError(f"corpora directory not found: {corpora_dir()} "
@@ -437,7 +437,7 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path):
 def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
     """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
     same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
-    from .bench_train import IMPLS, bench_train, write_rows
+    from .dev.bench_train import IMPLS, bench_train, write_rows
 
     if threads is None:
         threads = os.cpu_count() or 1
@@ -477,13 +477,13 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
     """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
     same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
     asmbpe's). With --cluster: the distributed path against one process."""
-    from .bench_encode import IMPLS, bench_encode, write_rows
+    from .dev.bench_encode import IMPLS, bench_encode, write_rows
 
     tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
     if cluster:
         import json
 
-        from .bench_cluster import bench_cluster
+        from .dev.bench_cluster import bench_cluster
 
         row = bench_cluster(corpus, limit_mb, vocab_size, runs, cluster, tok,
                             shards=n_shards, out=click.echo)
@@ -972,7 +972,7 @@ def _estimate(files):
 @asmbpe.group(context_settings=CONTEXT)
 def profile():
     """Where the time goes: the library's cycle counters per phase and per thread
-    (harness.profile), optionally under perf stat or callgrind."""
+    (harness.dev.profile), optionally under perf stat or callgrind."""
 
 
 def _profile_options(fn):
@@ -999,7 +999,7 @@ def _profile_options(fn):
 
 
 def _profile_run(kind, inputs, corpus, limit_mb, separator, **kw):
-    from .profile import load_docs, run_profile
+    from .dev.profile import load_docs, run_profile
 
     docs, what = load_docs(inputs, corpus, limit_mb, separator)
     try:

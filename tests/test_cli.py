@@ -129,9 +129,9 @@ def fake_checkasm(monkeypatch, result: bool) -> list:
         calls.append((seed, pattern, bench))
         return result
 
-    mod = types.ModuleType("harness.checkasm")
+    mod = types.ModuleType("harness.dev.checkasm")
     mod.run_checks = run_checks
-    monkeypatch.setitem(sys.modules, "harness.checkasm", mod)
+    monkeypatch.setitem(sys.modules, "harness.dev.checkasm", mod)
     return calls
 
 

@@ -336,7 +336,7 @@ def test_export_both_formats(tmp_path, tok_path, tok):
 
 def test_bench_encode_smoke(tmp_path):
     pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
-    from harness.bench_encode import LABELS, ROW_KEYS, installed
+    from harness.dev.bench_encode import LABELS, ROW_KEYS, installed
     from harness.corpora import available, corpora_dir
 
     if "english" not in available():
