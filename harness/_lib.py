@@ -8,6 +8,8 @@ from pathlib import Path
 
 from cffi import FFI
 
+from .errors import AsmbpeError
+
 PKG = Path(__file__).resolve().parent
 ROOT = PKG.parent
 HEADER = ROOT / "asm" / "asmbpe.h"
@@ -17,7 +19,7 @@ TEST_LIB_PATH = PKG / "libasmbpe_test.so"
 REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
 
 
-class LibraryError(RuntimeError):
+class LibraryError(AsmbpeError, RuntimeError):
     """The library is missing, or this CPU cannot run it."""
 
 

@@ -30,11 +30,8 @@ from pathlib import Path
 
 import click
 
-from ._lib import LibraryError
 from .corpora import InputError, available, check_file, corpora_dir
-from .fetch import FetchError
-from .tokenizer import TokenizerFileError
-from .tokfile import TokFileError
+from .errors import AsmbpeError
 
 CONTEXT = dict(help_option_names=["-h", "--help"])
 
@@ -50,7 +47,7 @@ class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (InputError, LibraryError, TokenizerFileError, TokFileError, FetchError) as e:
+        except AsmbpeError as e:
             _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
         except OSError as e:
             name = f"{e.filename}: " if getattr(e, "filename", None) else ""

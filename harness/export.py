@@ -66,6 +66,7 @@ import json
 import os
 import tempfile
 
+from .errors import AsmbpeError
 from .files import write_atomic
 from .pattern import ORACLE_PATTERN_LITERAL
 from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
@@ -77,7 +78,7 @@ SIDECAR_SUFFIX = ".json"          # export_tiktoken writes path + this beside th
 SIDECAR_FORMAT = "asmbpe-tiktoken/1"
 
 
-class DuplicateTokenError(ValueError):
+class DuplicateTokenError(AsmbpeError, ValueError):
     """The tokenizer has two ids with the same bytes, which no export can hold."""
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import AsmbpeError
 from .tokenizer import MASKBIT, N_SPECIAL   # MASKBIT: set on the tokens to learn (SPEC §5)
 
 __all__ = ["MAGIC", "VERSION", "HEADER_SIZE", "FLAG_CHAT", "MASKBIT", "TokFileError",
@@ -62,7 +63,7 @@ OFF_MAGIC, OFF_VERSION, OFF_FLAGS, OFF_RESERVED1, OFF_HASH = 0, 8, 10, 12, 16
 OFF_TOKENS, OFF_DOCUMENTS, OFF_BYTES, OFF_RESERVED2 = 24, 32, 40, 48
 
 
-class TokFileError(ValueError):
+class TokFileError(AsmbpeError, ValueError):
     """A `.tok` file that cannot be used. The message names the file, the problem and
     the byte offset; `.path`, `.offset` and `.problem` hold them too."""
 
