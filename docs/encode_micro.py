@@ -71,7 +71,7 @@ def read_alone() -> None:
 
     import pyarrow.parquet  # noqa: F401  (the command's size estimate imports it
     from harness.corpora import arrow_memory_kept, corpus_path, iter_batches  # before
-    from harness.tokfile import BLOCK_BYTES                     # its clock starts)
+    from harness.pipeline import BLOCK_BYTES                    # its clock starts)
     t0 = time.perf_counter()
     first, total = None, 0
     with arrow_memory_kept(1):
@@ -131,7 +131,7 @@ def main() -> None:
     if a.mode == "blocks":                             # (wall time only: no TSC needed)
         from harness import Tokenizer
         from harness.corpora import corpus_path, iter_batches
-        from harness.tokfile import BLOCK_BYTES
+        from harness.pipeline import BLOCK_BYTES
         blocks = list(iter_batches([corpus_path("english")] * a.copies,    # as the command
                                    BLOCK_BYTES))
         total = sum(b.nbytes for b in blocks)

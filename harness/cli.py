@@ -598,7 +598,7 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
     """
     from .corpora import (arrow_memory_kept, budget_batch_bytes, check_streamable,
                           estimate_bytes)
-    from .tokfile import BLOCK_BYTES, PREFETCH_BLOCKS, encode_to_tok
+    from .pipeline import BLOCK_BYTES, PREFETCH_BLOCKS, encode_to_tok
 
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path)
@@ -696,7 +696,8 @@ def decode(file, tokenizer_path, quiet):
     """Write the text of FILE.tok to stdout: every token's bytes (specials as their
     names, e.g. <|bos|>; MASKBIT stripped), decoded as UTF-8 with invalid bytes
     replaced by U+FFFD. A summary goes to stderr."""
-    from .tokfile import decode_text, read_tok
+    from .pipeline import decode_text
+    from .tokfile import read_tok
 
     tok = _load_tokenizer(tokenizer_path)
     tf = read_tok(check_file(file), tok)
@@ -773,7 +774,8 @@ def stats(inputs, tokenizer_path, top, chat, threads, separator):
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
     would). Bytes per token counts text tokens only (specials left out)."""
     from .show import TokenStats, format_stats
-    from .tokfile import encode_blocks, is_tok_file, read_tok
+    from .pipeline import encode_blocks
+    from .tokfile import is_tok_file, read_tok
 
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path)
