@@ -120,6 +120,15 @@ def test_help(cmd):
         assert r.output.startswith("Usage: asmbpe")
 
 
+def test_version():
+    from harness._version import __version__
+
+    r = invoke("--version")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == f"asmbpe {__version__}\n"
+    assert __version__ == harness.__version__
+
+
 # --------------------------------------------------------------------------- check
 
 def fake_checkasm(monkeypatch, result: bool) -> list:

@@ -1,0 +1,2 @@
+"""The version of asmbpe: the one place it is written (pyproject.toml reads it)."""
+__version__ = "0.1.0"
