@@ -129,6 +129,21 @@ def test_version():
     assert __version__ == harness.__version__
 
 
+def test_imports_stay_light():
+    """`import harness` loads neither numpy nor cffi nor click, and the command line
+    loads no development tool (harness.dev) until a check, bench or profile runs;
+    `harness.train` stays the function once the submodule harness/train.py is loaded."""
+    code = ("import sys, harness\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'cffi', 'click'}))\n"
+            "import harness.cli\n"
+            "print(sorted(m for m in sys.modules if m.startswith('harness.dev')))\n"
+            "print(type(harness.train).__name__, 'harness.train' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "[]\n[]\nfunction True\n"
+
+
 # --------------------------------------------------------------------------- check
 
 def fake_checkasm(monkeypatch, result: bool) -> list:
