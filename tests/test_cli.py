@@ -134,7 +134,8 @@ def test_imports_stay_light():
     loads no development tool (harness.dev) until a check, bench or profile runs;
     `harness.train` stays the function once the submodule harness/train.py is loaded."""
     code = ("import sys, harness\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'cffi', 'click'}))\n"
+            "heavy = {'numpy', 'cffi', 'click'}\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
             "import harness.cli\n"
             "print(sorted(m for m in sys.modules if m.startswith('harness.dev')))\n"
             "print(type(harness.train).__name__, 'harness.train' in sys.modules)\n")

@@ -200,8 +200,9 @@ def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
     env["TOKENIZERS_PARALLELISM"] = "true"
-    cmd = [sys.executable, "-m", "harness.dev.bench_train", "--worker", impl, "--blob", str(blob),
-           "--vocab-size", str(vocab_size), "--threads", str(threads), "--out", str(out)]
+    cmd = [sys.executable, "-m", "harness.dev.bench_train", "--worker", impl,
+           "--blob", str(blob), "--vocab-size", str(vocab_size), "--threads", str(threads),
+           "--out", str(out)]
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
