@@ -30,7 +30,7 @@ MODE:
          start-up is what this measures: run it several times): seconds to the first
          block and to the end, MB/s, CPU seconds and minor page faults
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
-each). Seconds from rdtsc cycles at the TSC rate that harness.profile measures.
+each). Seconds from rdtsc cycles at the TSC rate that harness.dev.profile measures.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def read_alone() -> None:
 
     import pyarrow.parquet  # noqa: F401  (the command's size estimate imports it
     from harness.corpora import arrow_memory_kept, corpus_path, iter_batches  # before
-    from harness.tokfile import BLOCK_BYTES                     # its clock starts)
+    from harness.pipeline import BLOCK_BYTES                    # its clock starts)
     t0 = time.perf_counter()
     first, total = None, 0
     with arrow_memory_kept(1):
@@ -131,7 +131,7 @@ def main() -> None:
     if a.mode == "blocks":                             # (wall time only: no TSC needed)
         from harness import Tokenizer
         from harness.corpora import corpus_path, iter_batches
-        from harness.tokfile import BLOCK_BYTES
+        from harness.pipeline import BLOCK_BYTES
         blocks = list(iter_batches([corpus_path("english")] * a.copies,    # as the command
                                    BLOCK_BYTES))
         total = sum(b.nbytes for b in blocks)
@@ -146,7 +146,7 @@ def main() -> None:
         return
     from harness import Tokenizer
     from harness.pretok import split
-    from harness.profile import tsc_hz
+    from harness.dev.profile import tsc_hz
     hz = tsc_hz()
     if not hz:
         sys.exit("no invariant TSC rate here: cycles cannot be turned into seconds")

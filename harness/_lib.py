@@ -11,6 +11,8 @@ from pathlib import Path
 
 from cffi import FFI
 
+from .errors import AsmbpeError
+
 PKG = Path(__file__).resolve().parent
 HEADER = PKG / "asmbpe.h"
 LIB_PATH = PKG / "libasmbpe.so"
@@ -22,7 +24,7 @@ TEST_LIB_PATH = ROOT / "build" / "libasmbpe_test.so"
 REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
 
 
-class LibraryError(RuntimeError):
+class LibraryError(AsmbpeError, RuntimeError):
     """The library is missing, or this CPU cannot run it."""
 
 

@@ -49,13 +49,9 @@ from pathlib import Path
 import numpy as np
 
 from .buffers import TextBatch
+from .errors import AsmbpeError
 from .parquet_pages import row_group_arrays   # (plain string pages as they decompress)
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
-
-try:                                    # a click-friendly error when click is there
-    from click import ClickException as _Base
-except ImportError:                     # pragma: no cover - click is a dependency
-    _Base = Exception
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("english", "multilingual", "code")
@@ -129,10 +125,8 @@ def arrow_memory_kept(readers: int = 1):
         _glibc_keeps_memory(False)
 
 
-class InputError(_Base):
+class InputError(AsmbpeError):
     """A file that cannot be used as input; the message is one line."""
-
-    exit_code = 1
 
     def __init__(self, message: str):
         super().__init__(message)

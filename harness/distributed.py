@@ -253,7 +253,7 @@ def _tokenizer(tok_bytes: bytes):
 def encode_shard(path: str, tok_bytes: bytes, out: str, *, chat=False, separator=None,
                  batch_bytes: int = 8 << 20, threads=None, threads_map=None) -> dict:
     """Encode one file into the .tok file `out` (atomic); its counts."""
-    from .tokfile import encode_to_tok
+    from .pipeline import encode_to_tok
 
     tok = _tokenizer(tok_bytes)
     s = encode_to_tok(tok, [path], out, chat=chat, threads=_my_threads(threads, threads_map),

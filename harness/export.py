@@ -13,7 +13,7 @@ when complete, so `path` is its old content or the whole new file, never a part.
 tiktoken. The ranks file is tiktoken's own format: one line per token id below the
 specials, "base64(token bytes) id", in id order (`tiktoken.load.load_tiktoken_bpe`
 reads it). The sidecar path + ".json" holds what the ranks file cannot: the split
-pattern (`harness.oracle.ORACLE_PATTERN_LITERAL`), the 16 specials with their ids,
+pattern (`harness.pattern.ORACLE_PATTERN_LITERAL`), the 16 specials with their ids,
 n_vocab and the merges hash. Build the Encoding as `load_tiktoken` does;
 `load_tiktoken` parses the ranks itself because `load_tiktoken_bpe` caches a local
 file by its path (in $TIKTOKEN_CACHE_DIR or /tmp/data-gym-cache) and would hand back a
@@ -66,8 +66,9 @@ import json
 import os
 import tempfile
 
-from .oracle import ORACLE_PATTERN_LITERAL
+from .errors import AsmbpeError
 from .files import write_atomic
+from .pattern import ORACLE_PATTERN_LITERAL
 from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
 
 __all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "export_tiktoken",
@@ -77,7 +78,7 @@ SIDECAR_SUFFIX = ".json"          # export_tiktoken writes path + this beside th
 SIDECAR_FORMAT = "asmbpe-tiktoken/1"
 
 
-class DuplicateTokenError(ValueError):
+class DuplicateTokenError(AsmbpeError, ValueError):
     """The tokenizer has two ids with the same bytes, which no export can hold."""
 
 

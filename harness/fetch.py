@@ -40,10 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-try:                                    # a click-friendly error when click is there
-    from click import ClickException as _Base
-except ImportError:                     # pragma: no cover - click is a dependency
-    _Base = Exception
+from .errors import AsmbpeError
 
 __all__ = ["FetchError", "DATASETS", "Dataset", "base_url", "cache_dir", "file_url",
            "fetch_file", "fetch_shards", "shard_paths", "parse_shards", "ENV_ENDPOINT",
@@ -58,10 +55,8 @@ USER_AGENT = "asmbpe-fetch/0.1 (+python urllib)"
 Progress = Callable[[str, int, "int | None"], None]     # (name, bytes done, total)
 
 
-class FetchError(_Base):
+class FetchError(AsmbpeError):
     """A download that failed or a file that did not check out; one-line message."""
-
-    exit_code = 1
 
     def __init__(self, message: str):
         super().__init__(message)

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .errors import AsmbpeError
+
 __all__ = [
     "MAGIC", "VERSION", "PRETOK_ID", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
     "SPECIALS", "MASKBIT", "CHAT_ROLES", "fnv1a64", "TokenizerFileError", "Tokenizer",
@@ -72,7 +74,7 @@ def fnv1a64(data) -> int:
     return h
 
 
-class TokenizerFileError(ValueError):
+class TokenizerFileError(AsmbpeError, ValueError):
     """A `tokenizer.bin` that cannot be used. The message names the file, the problem
     and the byte offset; `.path`, `.offset` and `.problem` hold them too."""
 

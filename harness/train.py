@@ -41,6 +41,7 @@ import numpy as np
 from ._lib import ffi, lib
 from .buffers import Packer, Padded
 from .corpora import estimate_bytes, iter_batches, prefetch
+from .errors import AsmbpeError
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
@@ -63,7 +64,7 @@ NONE = (1 << 64) - 1                     # ~0 in the VERIFY_* stats: no violatio
 Progress = Callable[[str, int, "int | None"], None]
 
 
-class TrainError(RuntimeError):
+class TrainError(AsmbpeError, RuntimeError):
     """The library could not train (a negative status), or verify found a violation."""
 
     def __init__(self, message: str, status: int = 0):

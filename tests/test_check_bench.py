@@ -1,5 +1,5 @@
 """`asmbpe check --bench`: the cycle-benchmark trampoline (asm/test/bench.asm), the
-bench of every exported function (harness.checkasm_bench), and --save / --baseline."""
+bench of every exported function (harness.dev.checkasm_bench), and --save / --baseline."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from cli_util import invoke
-from harness import checkasm_bench as cb
+from harness.dev import checkasm_bench as cb
 from harness._lib import HEADER, checkasm_lib, ffi, lib
 from harness.buffers import Padded
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import checkasm
+from harness.dev import checkasm
 from harness._lib import ffi, lib, checkasm_lib
 from harness.buffers import PAD, GuardedArena
 

@@ -1,6 +1,6 @@
 """checkasm entries of the training functions (count_words, train): guard
 pages, the checked-call trampoline (8 arguments), and the naive twin."""
-from harness import checkasm
+from harness.dev import checkasm
 
 
 def _run(pattern: str, n_random: int) -> None:

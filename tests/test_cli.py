@@ -120,6 +120,31 @@ def test_help(cmd):
         assert r.output.startswith("Usage: asmbpe")
 
 
+def test_version():
+    from harness._version import __version__
+
+    r = invoke("--version")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == f"asmbpe {__version__}\n"
+    assert __version__ == harness.__version__
+
+
+def test_imports_stay_light():
+    """`import harness` loads neither numpy nor cffi nor click, and the command line
+    loads no development tool (harness.dev) until a check, bench or profile runs;
+    `harness.train` stays the function once the submodule harness/train.py is loaded."""
+    code = ("import sys, harness\n"
+            "heavy = {'numpy', 'cffi', 'click'}\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
+            "import harness.cli\n"
+            "print(sorted(m for m in sys.modules if m.startswith('harness.dev')))\n"
+            "print(type(harness.train).__name__, 'harness.train' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "[]\n[]\nfunction True\n"
+
+
 # --------------------------------------------------------------------------- check
 
 def fake_checkasm(monkeypatch, result: bool) -> list:
@@ -129,9 +154,9 @@ def fake_checkasm(monkeypatch, result: bool) -> list:
         calls.append((seed, pattern, bench))
         return result
 
-    mod = types.ModuleType("harness.checkasm")
+    mod = types.ModuleType("harness.dev.checkasm")
     mod.run_checks = run_checks
-    monkeypatch.setitem(sys.modules, "harness.checkasm", mod)
+    monkeypatch.setitem(sys.modules, "harness.dev.checkasm", mod)
     return calls
 
 

@@ -104,9 +104,9 @@ def test_encode_same_file_for_any_threads_and_parquet_readers(tmp_path, tok_path
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    from harness import cli
+    from harness.cli.common import _readers
 
-    assert [cli._readers(t) for t in (1, 2, 3, 4, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
+    assert [_readers(t) for t in (1, 2, 3, 4, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
     lines = KJV.read_text().splitlines()[:600]
     pqf = tmp_path / "k.parquet"
     pq.write_table(pa.table({"text": ["\n".join(lines[i:i + 7]) for i in range(0, 600, 7)]}),
@@ -336,7 +336,7 @@ def test_export_both_formats(tmp_path, tok_path, tok):
 
 def test_bench_encode_smoke(tmp_path):
     pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
-    from harness.bench_encode import LABELS, ROW_KEYS, installed
+    from harness.dev.bench_encode import LABELS, ROW_KEYS, installed
     from harness.corpora import available, corpora_dir
 
     if "english" not in available():

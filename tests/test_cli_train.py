@@ -16,7 +16,7 @@ def one_line_error(result, needle: str) -> None:
     _one_line_error(result, needle, progress_ok=True)     # progress lines may precede
 
 import harness
-from harness.bench_train import ROW_KEYS, installed
+from harness.dev.bench_train import ROW_KEYS, installed
 from harness.corpora import available, corpora_dir
 from harness.tokenizer import Tokenizer
 
@@ -175,7 +175,7 @@ def test_bench_train_smoke(tmp_path):
         ("rustbpe", "rustbpe"), ("tokenizers", "tokenizers"),
         ("gigatoken", "gigatoken (own pattern)")) if installed(name)]
     assert impls == expect
-    from harness.bench_train import LABELS
+    from harness.dev.bench_train import LABELS
     for name in ("rustbpe", "tokenizers", "gigatoken"):
         if not installed(name):
             assert f"{LABELS.get(name, name)}: not installed" in r.output

@@ -24,7 +24,8 @@ pytest.importorskip("dask.distributed", reason="needs dask[distributed]")
 pytest.importorskip("pyarrow")
 
 from harness import distributed as D  # noqa: E402
-from harness.tokfile import encode_to_tok, read_tok  # noqa: E402
+from harness.pipeline import encode_to_tok  # noqa: E402
+from harness.tokfile import read_tok  # noqa: E402
 
 MB = 10 ** 6
 

@@ -2,7 +2,7 @@
 `tokenizers` loaded from asmbpe's own export.
 
 - checkasm: guard pages, the checked-call trampoline, the edge table and random text,
-  on hand-made and learned merge tables (harness.checkasm's asmbpe_encode entry);
+  on hand-made and learned merge tables (harness.dev.checkasm's asmbpe_encode entry);
 - every document of every corpus: asm == the twin's chunk encoder (memoised per
   distinct chunk, over the pre-tokenizer that test_pretok proves equal to the twin's),
   with the cache and without;
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import harness
-from harness import checkasm, twin
+from harness.dev import checkasm, twin
 from harness.encoder import encoder_stats
 from harness.tokenizer import Tokenizer
 

@@ -1,7 +1,7 @@
 """The tiktoken and Hugging Face exports (harness.export, SPEC §6, §7).
 
 HF's BPE is the oracle of merge-order encoding: the exported tokenizer.json must encode
-exactly as harness.twin.encode. tiktoken merges by the rank of the concatenated bytes;
+exactly as harness.dev.twin.encode. tiktoken merges by the rank of the concatenated bytes;
 it must agree too on trained tokenizers, and the hand-built case below shows where it
 does not. Tokenizers with two ids spelling the same bytes cannot be exported at all.
 """
@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness
-from harness import export, twin
+from harness import export
+from harness.dev import twin
 from harness.corpora import read_documents
-from harness.oracle import ORACLE_PATTERN_LITERAL
+from harness.dev.oracle import ORACLE_PATTERN_LITERAL
 from harness.tokenizer import SPECIALS, Tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")

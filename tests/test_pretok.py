@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import harness
-from harness import checkasm, twin
+from harness.dev import checkasm, twin
 from harness._lib import ffi, lib
 from harness.buffers import Padded
 
@@ -138,7 +138,7 @@ def test_asm_equals_twin_on_every_corpus_document(corpus_files, corpus_texts):
 def test_asm_equals_oracle_on_every_valid_corpus_document(corpus_files, corpus_texts):
     regex_mod = pytest.importorskip("regex")
     del regex_mod
-    from harness.oracle import compiled
+    from harness.dev.oracle import compiled
     rx = compiled()
     failures = []
     for path in corpus_files:

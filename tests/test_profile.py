@@ -11,8 +11,8 @@ import pytest
 
 import harness
 from cli_util import invoke
-from harness import profile as P
-from harness import twin
+from harness.dev import profile as P
+from harness.dev import twin
 from harness.pretok import split_offsets
 
 KJV = Path(__file__).resolve().parent.parent / "datasets" / "kjv.txt"
@@ -24,7 +24,7 @@ def _docs(n_bytes: int) -> list[bytes]:
 
 def _twin_rewrites(docs, merges) -> tuple[list[int], list[int]]:
     """Per merge, the words the twin rewrites and the pair positions it replaces,
-    following harness.twin.train's loop (unique words of >= 2 tokens, each once)."""
+    following harness.dev.twin.train's loop (unique words of >= 2 tokens, each once)."""
     words = twin.count_words(docs)
     table = [tuple(w) for w in words if len(w) >= 2]
     rewritten, replaced = [], []

@@ -1,7 +1,7 @@
 """The Python encoding surface of Tokenizer (SPEC §5, §6, §9): encode, encode_batch,
 encode_many, encode_document, render_chat, decode_bytes, decode.
 
-Encoding is checked against the naive twin (harness.twin.encode); decoding against the
+Encoding is checked against the naive twin (harness.dev.twin.encode); decoding against the
 bytes of the input. The tokenizer is trained by the assembly on the bundled sample.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness
-from harness import twin
+from harness.dev import twin
 from harness._lib import ffi
 from harness.tokenizer import MASKBIT, SPECIALS, Tokenizer
 

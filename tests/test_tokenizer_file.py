@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import tokenizer as tk
-from harness import twin
+from harness.dev import twin
 from harness.tokenizer import (
     MAGIC, N_SPECIAL, SPECIALS, Tokenizer, TokenizerFileError, fnv1a64)
 

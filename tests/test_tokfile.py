@@ -176,7 +176,7 @@ def test_is_tok_file(tmp_path):
 
 
 def test_decode_text_blocks(tmp_path):
-    from harness.tokfile import decode_text
+    from harness.pipeline import decode_text
 
     p = tmp_path / "u.tok"
     ids = [BOS, 257] + list("☺".encode()) + [0xFF, BOS, 100]

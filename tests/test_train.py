@@ -1,5 +1,5 @@
 """harness.train (the assembly trainer, SPEC §4) against the library's naive mode and
-the naive Python twin (harness.twin.train): the same merges AND the same winning counts,
+the naive Python twin (harness.dev.twin.train): the same merges AND the same winning counts,
 on real text (english, multilingual, code from shared/corpora) and on degenerate inputs;
 independence from the thread count; verify; min_count; max_word_bytes; batches; the
 argument checks and error reporting of the Python wrapper.
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import harness
-from harness import twin
+from harness.dev import twin
 from harness.corpora import corpus_path, read_documents
 from harness.tokenizer import Tokenizer
 from harness.train import TrainError, TrainResult

@@ -22,7 +22,7 @@ VOCAB = 4096
 def rustbpe_merges(texts: list[str], vocab_size: int) -> list[bytes]:
     import rustbpe
 
-    from harness.oracle import ORACLE_PATTERN_LITERAL
+    from harness.dev.oracle import ORACLE_PATTERN_LITERAL
 
     tok = rustbpe.Tokenizer()
     tok.train_from_iterator(iter(texts), vocab_size=vocab_size - 16,

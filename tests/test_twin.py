@@ -1,5 +1,5 @@
-"""The pre-tokenizer's naive Python twin (harness.twin.split) against SPEC §3 and against
-the oracle regex (harness.oracle).
+"""The pre-tokenizer's naive Python twin (harness.dev.twin.split) against SPEC §3 and against
+the oracle regex (harness.dev.oracle).
 
 The twin is written by hand from the SPEC's byte-level definition; the oracle is the
 SPEC's regex run by the `regex` module. On valid UTF-8 the two must agree exactly.
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 regex = pytest.importorskip("regex")
 
-from harness import twin  # noqa: E402
-from harness.oracle import (  # noqa: E402
+from harness.dev import twin  # noqa: E402
+from harness.dev.oracle import (  # noqa: E402
     ORACLE_PATTERN,
     ORACLE_PATTERN_LITERAL,
     compiled,

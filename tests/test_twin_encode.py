@@ -1,4 +1,4 @@
-"""The naive encoder (harness.twin.encode, SPEC §6) by hand, and against a second,
+"""The naive encoder (harness.dev.twin.encode, SPEC §6) by hand, and against a second,
 differently written reference on random inputs.
 
 The reference (`reference_encode` below) shares no code with the twin: it walks the
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness
-from harness import twin
+from harness.dev import twin
 
 A, B, C = ord("a"), ord("b"), ord("c")
 

@@ -1,4 +1,4 @@
-"""The naive Python trainer (harness.twin.train) against SPEC §4 by hand, and against a
+"""The naive Python trainer (harness.dev.twin.train) against SPEC §4 by hand, and against a
 second, differently written reference trainer on random inputs.
 
 The reference (`reference_train` below) shares no code with the twin: it keeps every
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness import twin
+from harness.dev import twin
 
 A = ord("a")
 

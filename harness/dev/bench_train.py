@@ -14,7 +14,7 @@ english.parquet), at the same vocabulary size and thread count:
              are not expected to equal asmbpe's (row "gigatoken (own pattern)").
              0xFF never occurs in UTF-8, so the separator cannot split a document.
 
-Every run of every implementation is a fresh subprocess (`python -m harness.bench_train
+Every run of every implementation is a fresh subprocess (`python -m harness.dev.bench_train
 --worker ...`), so memory peaks do not mix. The worker imports the implementation (and
 asmbpe's library) and loads the documents in the form its trainer takes (untimed), then
 measures around the training call only:
@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SEP = b"\xff"                               # never in UTF-8 text
 
 IMPLS = ("asmbpe", "rustbpe", "tokenizers", "gigatoken")
@@ -169,7 +169,7 @@ def _import(impl: str) -> None:
     """Import the implementation's modules (and load asmbpe's library) before the clock
     starts: the timed run is the training alone, for every implementation."""
     if impl == "asmbpe":
-        from ._lib import lib
+        from .._lib import lib
         lib()
     else:
         importlib.import_module(impl)
@@ -200,8 +200,9 @@ def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
     env["TOKENIZERS_PARALLELISM"] = "true"
-    cmd = [sys.executable, "-m", "harness.bench_train", "--worker", impl, "--blob", str(blob),
-           "--vocab-size", str(vocab_size), "--threads", str(threads), "--out", str(out)]
+    cmd = [sys.executable, "-m", "harness.dev.bench_train", "--worker", impl,
+           "--blob", str(blob), "--vocab-size", str(vocab_size), "--threads", str(threads),
+           "--out", str(out)]
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -221,9 +222,9 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     """Run every installed implementation `runs` times on the same documents; print a
     table and return the rows (ROW_KEYS, plus merges / error / label details)."""
     from .bench import cpu_model
-    from .corpora import InputError, corpus_path, read_documents
-    from .train import MIN_VOCAB
-    from .tokenizer import MAX_VOCAB
+    from ..corpora import InputError, corpus_path, read_documents
+    from ..train import MIN_VOCAB
+    from ..tokenizer import MAX_VOCAB
 
     if not MIN_VOCAB < vocab_size <= MAX_VOCAB:
         raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
@@ -234,7 +235,7 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     if not path.is_file():
         raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
                          "the repository or set ASMBPE_CORPORA)")
-    from ._lib import lib
+    from .._lib import lib
 
     lib()                                           # a missing library fails first
     docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)

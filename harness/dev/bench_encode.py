@@ -25,7 +25,7 @@ english.parquet) and the same vocabulary — trained by asmbpe on those document
 
 Each implementation runs at 1 thread and at N threads (--threads, default all cores),
 each (implementation, threads) pair in a fresh subprocess (`python -m
-harness.bench_encode --worker ...`) so that memory, caches and thread pools do not
+harness.dev.bench_encode --worker ...`) so that memory, caches and thread pools do not
 mix. The worker loads the documents (in the form its encoder takes) untimed, then times
 the batch encode over all documents (time.perf_counter around the call only, garbage
 collection off) in two ways, `runs` times each, and reports the medians:
@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SEP = b"\xff"                               # never in UTF-8 text
 
 IMPLS = ("asmbpe", "tiktoken", "tokenizers", "gigatoken")
@@ -94,7 +94,7 @@ def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int):
     """(encode(): the timed call, to_ids(result) -> (flat uint32 ids, counts),
     start(): one untimed call on 64 bytes, which starts the encoder's threads and
     lazily built state: asmbpe's per-thread state pages, rayon's pool)."""
-    from .tokenizer import Tokenizer
+    from ..tokenizer import Tokenizer
 
     tiny = [docs[0][:64]] if docs else [b""]
     if impl == "asmbpe":
@@ -114,13 +114,13 @@ def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int):
     texts = [d.decode("utf-8") for d in docs]
     tiny_texts = [t.decode("utf-8", "replace") for t in tiny]
     if impl == "tiktoken":
-        from .export import load_tiktoken
+        from ..export import load_tiktoken
 
         enc = load_tiktoken(workdir / TIKTOKEN_FILE, Tokenizer.load(workdir / TOKENIZER_BIN))
         return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists,
                 lambda: enc.encode_ordinary_batch(tiny_texts, num_threads=threads))
     if impl == "tokenizers":
-        from .export import load_hf
+        from ..export import load_hf
 
         hf = load_hf(workdir / HF_FILE)
         return (lambda: hf.encode_batch_fast(texts, add_special_tokens=False),
@@ -194,7 +194,7 @@ def _run_worker(impl: str, workdir: Path, threads: int, runs: int,
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
     env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
-    cmd = [sys.executable, "-m", "harness.bench_encode", "--worker", impl, "--dir",
+    cmd = [sys.executable, "-m", "harness.dev.bench_encode", "--worker", impl, "--dir",
            str(workdir), "--threads", str(threads), "--runs", str(runs), "--out", str(out)]
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
@@ -209,7 +209,7 @@ def _run_worker(impl: str, workdir: Path, threads: int, runs: int,
 def _prepare(workdir: Path, docs: list[bytes], tokenizer, impls) -> dict[str, str]:
     """Write the documents, tokenizer.bin and the exports the workers need; returns
     {impl: error} for the implementations whose export failed."""
-    from . import export
+    from .. import export
 
     (workdir / BLOB).write_bytes(SEP.join(docs))
     tokenizer.save(workdir / TOKENIZER_BIN)
@@ -234,9 +234,9 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     documents and vocabulary; print a table and return the rows (ROW_KEYS, plus
     label / error details)."""
     from .bench import cpu_model
-    from .corpora import InputError, corpus_path, read_documents
-    from .tokenizer import MAX_VOCAB
-    from .train import MIN_VOCAB
+    from ..corpora import InputError, corpus_path, read_documents
+    from ..tokenizer import MAX_VOCAB
+    from ..train import MIN_VOCAB
 
     if tokenizer is None and not MIN_VOCAB < vocab_size <= MAX_VOCAB:
         raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
@@ -247,7 +247,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     if not path.is_file():
         raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
                          "the repository or set ASMBPE_CORPORA)")
-    from ._lib import lib
+    from .._lib import lib
 
     lib()                                           # a missing library fails first
     docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._lib import LIB_PATH, ROOT
+from .._lib import LIB_PATH, ROOT
 
 DEFAULT_INPUT = ROOT / "datasets" / "kjv.txt"
 CALLGRIND_BYTES = 256 << 10     # input of the --callgrind run (valgrind is ~50x slower)
@@ -50,7 +50,7 @@ def load_docs(inputs=(), corpus: str | None = None, limit_mb: float = 16,
     """(documents, description). INPUT files (read by harness.corpora), else the shared
     corpus `corpus`, else the bundled datasets/kjv.txt split at blank lines. limit_mb:
     about this many MB of whole documents (0: all)."""
-    from .corpora import InputError, check_file, corpus_path, read_documents
+    from ..corpora import InputError, check_file, corpus_path, read_documents
 
     limit = int(limit_mb * 1e6) if limit_mb else None
     if inputs:
@@ -143,7 +143,7 @@ def format_report(r: Report) -> list[str]:
 def profile_train(docs: list[bytes], vocab_size: int = 8192, threads: int | None = None,
                   per_merge: bool = True, describe: str = "") -> Report:
     """Train once with the library's counters and per-merge records on."""
-    from .train import train
+    from ..train import train
 
     hz_wall = tsc_hz()
     nbytes = sum(len(d) for d in docs)
@@ -221,8 +221,8 @@ def profile_encode(docs: list[bytes], tokenizer, threads: int | None = None,
     once before, untimed, so that the profiled call finds the caches holding the text
     and its buffers already touched (the steady state of a long run, without the
     first-touch page faults of a fresh process)."""
-    from .encoder import encode_many, encoder_stats
-    from .tokenizer import Tokenizer
+    from ..encoder import encode_many, encoder_stats
+    from ..tokenizer import Tokenizer
 
     tok = Tokenizer(tokenizer.merges, tokenizer.vocab_size)    # its own, cold encoder
     threads = threads or min(os.cpu_count() or 1, 256)
@@ -281,8 +281,8 @@ def profile_encode(docs: list[bytes], tokenizer, threads: int | None = None,
 def profile_pretok(docs: list[bytes], describe: str = "") -> Report:
     """asmbpe_split_offsets over every document, one thread (as the counting and
     encoding threads call it), timed with the TSC."""
-    from ._lib import ffi, lib
-    from .buffers import Packer
+    from .._lib import ffi, lib
+    from ..buffers import Packer
 
     L = lib()
     packer = Packer()                   # keeps the buffer alive while ptr is used
@@ -521,7 +521,7 @@ def run_callgrind(kind: str, docs: list[bytes], *, vocab_size: int = 8192, token
         out = Path(tmp) / "callgrind.out"
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         cmd = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-               sys.executable, "-m", "harness.profile", "--callgrind-worker", str(data)]
+               sys.executable, "-m", "harness.dev.profile", "--callgrind-worker", str(data)]
         t0 = time.perf_counter()
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
@@ -557,20 +557,20 @@ def _callgrind_worker(path: str) -> None:
     job = pickle.loads(Path(path).read_bytes())
     docs = job["docs"]
     if job["kind"] == "train":
-        from .train import train
+        from ..train import train
 
         train(docs, vocab_size=job["vocab_size"], threads=1)
     elif job["kind"] == "encode":
-        from .encoder import encode_many
-        from .tokenizer import Tokenizer
+        from ..encoder import encode_many
+        from ..tokenizer import Tokenizer
 
         encode_many(Tokenizer(job["merges"]), docs, threads=1, bos=True)
     else:
         # through the test library's trampoline: callgrind loses the call libffi makes
         # (its stack switch), so a function Python calls directly has its own body
         # counted under ffi_call_int; one real `call` further in, it gets its name
-        from ._lib import checkasm_lib, ffi, lib
-        from .buffers import Padded
+        from .._lib import checkasm_lib, ffi, lib
+        from ..buffers import Padded
 
         L, T = lib(), checkasm_lib()
         fn = ffi.cast("void *", ffi.addressof(L, "asmbpe_split_offsets"))
@@ -664,7 +664,7 @@ def run_profile(kind: str, docs: list[bytes], describe: str, *, vocab_size: int 
     if perf and not hardware:
         out(f"perf: {why}; counting what it can (software counters) and going on")
     if kind == "encode" and tokenizer is None:
-        from .train import train
+        from ..train import train
 
         out(f"(training a vocab-{vocab_size} tokenizer on the same documents to encode with)")
         tokenizer = train(docs, vocab_size=vocab_size, threads=threads).tokenizer
@@ -710,5 +710,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--callgrind-worker":
         _callgrind_worker(sys.argv[2])
     else:
-        sys.exit("usage: python -m harness.profile --callgrind-worker JOB "
+        sys.exit("usage: python -m harness.dev.profile --callgrind-worker JOB "
                  "(internal; use `asmbpe profile`)")

@@ -30,8 +30,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import twin
-from ._lib import ffi, lib, checkasm_lib
-from .buffers import PAD, GuardedArena
+from .._lib import ffi, lib, checkasm_lib
+from ..buffers import PAD, GuardedArena
 
 REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
             (64, "direction flag left set"), (128, "missing vzeroupper"),
@@ -572,7 +572,7 @@ def _asm_encode(ctx: Ctx, arena: GuardedArena, enc, docs: list[bytes], threads: 
             or not margins_intact(c_full, len(docs)) or not margins_intact(ends_full, len(docs)):
         ctx.fail(f"asmbpe_encode: {case}: wrote outside out/front/counts (or changed doc_ends)")
     if claims:                                  # runs left where written: gather
-        from .encoder import _gather_claims     # them (clears the marks)
+        from ..encoder import _gather_claims     # them (clears the marks)
         _gather_claims(out_full[32:32 + cap], ends, counts, front_full[32:32 + cap])
         ids = front_full[32:32 + got]
     else:
@@ -804,7 +804,7 @@ def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
     """Check every registered function matching `pattern`; True when all pass.
 
     bench: then time each function matching `pattern` in cycles
-    (harness.checkasm_bench; skipped when a check failed); save: write those
+    (harness.dev.checkasm_bench; skipped when a check failed); save: write those
     figures as a baseline JSON; baseline: a saved JSON to print each function's
     ratio against; bench_only: skip the checks; samples: timed samples per
     function (default checkasm_bench.SAMPLES, 1000)."""
@@ -847,7 +847,7 @@ def run_checks(seed: int | None = None, pattern: str = "*", bench: bool = False,
 def bench_lines(pattern: str = "*", save: str | None = None, baseline: dict | None = None,
                 baseline_name: str = "", samples: int | None = None) -> list[str]:
     """Cycles per call of each function matching `pattern`, measured inside the test
-    library (asm/test/bench.asm; see harness.checkasm_bench), as printable lines;
+    library (asm/test/bench.asm; see harness.dev.checkasm_bench), as printable lines;
     with `save`, also written to that JSON file; with `baseline` (a loaded JSON), each
     function's ratio against it."""
     from . import checkasm_bench as cb

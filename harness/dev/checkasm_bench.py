@@ -40,8 +40,8 @@ from typing import Callable
 
 import numpy as np
 
-from ._lib import ROOT, checkasm_lib, ffi, lib
-from .buffers import Padded
+from .._lib import ROOT, checkasm_lib, ffi, lib
+from ..buffers import Padded
 
 SAMPLES = 1000              # timed samples per case (dav1d: 4096, x264: 2000)
 WARMUP = 16                 # samples run and discarded first
@@ -197,7 +197,7 @@ def bench_memeq(env: Env) -> list[Case]:
 @bench("asmbpe_pretok_next")
 def bench_pretok_next(env: Env) -> list[Case]:
     """One chunk per call, walking every chunk start of two 4 KB buffers in turn."""
-    from .pretok import split_offsets
+    from ..pretok import split_offsets
 
     bufs, sets, total = [], [], 0
     for k in range(2):
@@ -608,7 +608,7 @@ def to_json(results: list[Result], info: dict) -> dict:
 
 def save(results: list[Result], info: dict, path) -> None:
     """Write the baseline JSON (through a temporary name and a rename)."""
-    from .files import write_atomic
+    from ..files import write_atomic
     write_atomic(path, json.dumps(to_json(results, info), indent=1) + "\n")
 
 

@@ -5,9 +5,9 @@ thread, text already in memory, median of `runs` timings (time.perf_counter):
 
 - asm:    libasmbpe's asmbpe_split_offsets, one call per document, into one
           preallocated uint64 array, over all the documents read;
-- oracle: the oracle regex (`harness.oracle.compiled().findall`) over the same
+- oracle: the oracle regex (`harness.dev.oracle.compiled().findall`) over the same
           documents, already decoded to str;
-- twin:   the naive Python twin (`harness.twin.split_offsets`) over the first
+- twin:   the naive Python twin (`harness.dev.twin.split_offsets`) over the first
           `twin_mb` MB only (it is slow); its row has its own byte count.
 
 Reading, concatenating and decoding are not timed. MB = 1e6 bytes.
@@ -22,9 +22,9 @@ import time
 import numpy as np
 
 from . import twin
-from ._lib import ffi, lib
-from .buffers import Padded
-from .corpora import InputError, corpora_dir, corpus_path, read_documents
+from .._lib import ffi, lib
+from ..buffers import Padded
+from ..corpora import InputError, corpora_dir, corpus_path, read_documents
 
 OUT_CAP = 1 << 22           # chunk end offsets per asmbpe_split_offsets call (32 MiB)
 ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s")
@@ -46,7 +46,7 @@ def cpu_model() -> str:
 
 def write_json(rows: list[dict], path) -> None:
     """Write the rows as a JSON list, through a temporary name and a rename."""
-    from .files import write_atomic
+    from ..files import write_atomic
     write_atomic(path, json.dumps(rows, indent=1) + "\n")
 
 

@@ -1,20 +1,9 @@
 r"""The oracle of the pre-tokenizer (SPEC §3): a regex that, on valid UTF-8, must cut text
-exactly as `harness.twin.split` and the assembly `pretok_next` do.
+exactly as `harness.dev.twin.split` and the assembly `pretok_next` do.
 
-Two spellings of the same pattern:
-
-- `ORACLE_PATTERN`: with \u / \U escapes, exactly as written in the SPEC, for the Python
-  `regex` module (`compiled()`, `oracle_split`, `oracle_split_bytes`).
-- `ORACLE_PATTERN_LITERAL`: the same with literal code points instead of the \u / \U
-  escapes (\t \n \r \x0b \x0c stay escaped; every regex engine reads those), for engines
-  that take the pattern as a Rust `&str`: rustbpe and tiktoken (fancy-regex) and
-  Hugging Face `tokenizers` (`tokenizers.Regex`). A Rust string cannot hold a lone
-  surrogate, so the literal form writes the SPEC's range U+3040-U+FFFF as
-  U+3040-U+D7FF and U+E000-U+FFFF. UTF-8 cannot encode surrogates, so the two spellings
-  are equivalent on every valid UTF-8 text (tests/test_twin.py checks this).
-  Use the literal form with `tokenizers` in particular: its Oniguruma does not read the
-  8-digit \U escapes of ORACLE_PATTERN (with them, " \U0001EFFF\U0001F000" came out as
-  one chunk instead of two).
+The pattern itself, in two spellings (`ORACLE_PATTERN` for the `regex` module,
+`ORACLE_PATTERN_LITERAL` for engines that take a Rust `&str`), is in `harness.pattern`
+(the exports need it too); it is re-exported here.
 
 Known deviation (see tests/test_twin.py::test_documented_deviation_long_s): the oracle's
 `(?i:...)` uses Unicode simple case folding, under which U+017F LATIN SMALL LETTER LONG S
@@ -31,41 +20,12 @@ from __future__ import annotations
 
 import functools
 
+from ..pattern import LX, LX_LITERAL, ORACLE_PATTERN, ORACLE_PATTERN_LITERAL, SP
+
 __all__ = [
     "LX", "LX_LITERAL", "SP", "ORACLE_PATTERN", "ORACLE_PATTERN_LITERAL",
     "compiled", "compiled_literal", "oracle_split", "oracle_split_bytes",
 ]
-
-# Letters, as a character-class body (\p{L} of the byte-level definition).
-LX = r"A-Za-z\u00C0-\u1FFF\u3040-\uFFFF\U00010000-\U0001EFFF\U00020000-\U0010FFFF"
-# Whitespace, as a character-class body (\s): tab, LF, VT, FF, CR and space.
-SP = r"\t\n\x0b\x0c\r "
-
-
-def _pattern(lx: str) -> str:
-    return (
-        r"'(?i:[sdmt]|ll|ve|re)"
-        rf"|[^\r\n{lx}0-9]?+[{lx}]+"
-        r"|[0-9]{1,2}"
-        rf"| ?[^{SP}{lx}0-9]++[\r\n]*"
-        rf"|[{SP}]*[\r\n]"
-        rf"|[{SP}]+(?![^{SP}])"
-        rf"|[{SP}]+"
-    )
-
-
-ORACLE_PATTERN = _pattern(LX)
-
-# The same letters with literal code points, the surrogate block D800-DFFF left out.
-LX_LITERAL = (
-    "A-Za-z"
-    "\u00C0-\u1FFF"
-    "\u3040-\uD7FF"
-    "\uE000-\uFFFF"
-    "\U00010000-\U0001EFFF"
-    "\U00020000-\U0010FFFF"
-)
-ORACLE_PATTERN_LITERAL = _pattern(LX_LITERAL)
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,9 +27,9 @@ def bench_cluster(corpus: str, limit_mb: float, vocab_size: int, runs: int, addr
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .corpora import corpus_path, read_documents
-    from .distributed import connect, encode_sharded
-    from .train import train
+    from ..corpora import corpus_path, read_documents
+    from ..distributed import connect, encode_sharded
+    from ..train import train
 
     path = corpus_path(corpus)
     docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)

@@ -3,7 +3,7 @@ r"""The naive Python twin of asmbpe.
 Every hot path of the library (pre-tokenizer, training, encoding) has a plain Python
 version here, written straight from SPEC.md for clarity rather than speed. The tests hold
 the assembly to these functions, and these functions to the oracle regex
-(`harness.oracle`) and to independent tokenizer libraries.
+(`harness.dev.oracle`) and to independent tokenizer libraries.
 
 This module must stay importable without the compiled library, numpy or `regex`
 (`train` imports numpy when it is called, for its result arrays).

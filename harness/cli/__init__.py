@@ -1,0 +1,74 @@
+"""The `asmbpe` command line (click).
+
+    asmbpe split FILE            chunks of FILE joined by |
+    asmbpe train INPUT... -o tokenizer.bin   learn merges (SPEC §4), write tokenizer.bin
+    asmbpe encode INPUT... -t tokenizer.bin -o out.tok [--chat]   encode into a .tok file
+    asmbpe decode FILE.tok -t tokenizer.bin     the text of a .tok file, on stdout
+    asmbpe show -t tokenizer.bin TEXT_OR_FILE   each token on its own colour
+    asmbpe stats FILE.tok|INPUT... -t tokenizer.bin   documents, bytes/token, top tokens
+    asmbpe export -t tokenizer.bin --format tiktoken|hf -o PATH
+    asmbpe check                 checkasm: the assembly against the twin
+    asmbpe bench pretok          pre-tokenizer speed on the shared corpora
+    asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
+    asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
+    asmbpe profile train|encode|pretok   cycles per phase and thread [--perf --callgrind --plot]
+                                 (--cluster: the distributed path against one process)
+    asmbpe data fetch fineweb-edu|smoltalk --shards 0-3   download shards into the cache
+    asmbpe data prepare INPUT... -o DIR                   local files -> Parquet shards
+    asmbpe --version             print the version
+
+Errors about the input or the environment are one line on stderr,
+`asmbpe: error: ...`, and exit status 1; never a traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# The `asmbpe` command calls no BLAS, but numpy's OpenBLAS starts a thread per core
+# that spins for about 0.1 s of CPU as numpy loads, on the cores the reader and the
+# encoder need (docs/OPTIMIZATION_LOG.md, E51). So before anything below imports numpy,
+# and only when nothing has loaded it yet; a program that imports harness (and not the
+# command line) keeps its own settings.
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import click  # noqa: E402
+
+from .._version import __version__  # noqa: E402
+from ..errors import AsmbpeError  # noqa: E402
+from . import data as _data, dev as _dev, encode as _encode, train as _train  # noqa: E402
+from .common import CONTEXT, _fail  # noqa: E402
+
+__all__ = ["asmbpe", "main"]
+
+
+class _Group(click.Group):
+    """Turns the harness's expected errors into one line on stderr and exit 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AsmbpeError as e:
+            _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        except OSError as e:
+            name = f"{e.filename}: " if getattr(e, "filename", None) else ""
+            _fail(f"{name}{e.strerror or e}")
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="asmbpe",
+                      message="%(prog)s %(version)s", help="Print the version and exit.")
+def asmbpe():
+    """asmbpe: a byte-level BPE tokenizer whose hot paths are hand-written x86-64
+    assembly (libasmbpe.so, built with `python build.py`)."""
+
+
+for _cmd in (_encode.split, _train.train, _encode.encode, _encode.decode, _encode.show,
+             _encode.stats, _encode.export, _dev.check, _dev.bench, _data.data, _dev.profile):
+    asmbpe.add_command(_cmd)
+
+
+def main(argv=None):
+    """Console entry point (`asmbpe`)."""
+    return asmbpe.main(args=argv, prog_name="asmbpe")

@@ -1,0 +1,4 @@
+"""`python -m harness.cli`: the `asmbpe` command."""
+from . import main
+
+main()

@@ -1,0 +1,252 @@
+"""`asmbpe check`, `asmbpe bench ...` and `asmbpe profile ...`: the developer tools
+(harness.dev), each imported inside its command, so that the other commands never
+load them."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ..corpora import InputError, available, corpora_dir
+from .common import (CONTEXT, _SEPARATOR, _check_output, _check_threads, _fail,
+                     _load_tokenizer)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
+@click.option("--function", "pattern", default="*", show_default=True, metavar="GLOB",
+              help="Check only the functions whose name matches GLOB.")
+@click.option("--bench", is_flag=True,
+              help="Then time each function in cycles per call (inside the library: "
+                   "lfence+rdtsc, two inputs alternated, 1000 samples, overhead "
+                   "subtracted).")
+@click.option("--bench-only", is_flag=True, help="Time the functions, skip the checks.")
+@click.option("--save", metavar="PATH", default=None,
+              help="Write the bench figures to PATH as a baseline JSON (implies --bench).")
+@click.option("--baseline", metavar="PATH", default=None,
+              help="Print each function's ratio against a baseline saved with --save "
+                   "(implies --bench).")
+@click.option("--samples", type=click.IntRange(min=1000), default=None,
+              help="Timed samples per function (default 1000).")
+def check(seed, pattern, bench, bench_only, save, baseline, samples):
+    """Check the assembly functions against their Python twins (checkasm); with --bench,
+    time them in cycles, and compare with a saved baseline."""
+    from ..dev.checkasm import run_checks
+
+    extra = {k: v for k, v in dict(save=save, baseline=baseline, bench_only=bench_only,
+                                   samples=samples).items() if v}
+    if baseline or save:
+        from ..dev.checkasm_bench import BaselineError, load_baseline
+
+        try:
+            if baseline:
+                load_baseline(baseline)
+            if save and Path(save).is_dir():
+                raise BaselineError(f"{save}: is a directory")
+        except BaselineError as e:
+            _fail(str(e))
+    if not run_checks(seed=seed, pattern=pattern, bench=bench, **extra):
+        sys.exit(1)
+
+
+@click.group(context_settings=CONTEXT)
+def bench():
+    """Benchmarks (text in memory, median of several runs)."""
+
+
+@bench.command(context_settings=CONTEXT)
+@click.option("--corpus", "corpora", multiple=True, metavar="NAME",
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="english, multilingual or code (repeatable; default: every one available).")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=32, show_default=True,
+              help="Read about this many MB of whole documents per corpus (0 = all).")
+@click.option("--twin-mb", type=click.FloatRange(min=0), default=1, show_default=True,
+              help="MB given to the (slow) Python twin.")
+@click.option("--runs", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed runs; the median is reported.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+def pretok(corpora, limit_mb, twin_mb, runs, json_path):
+    """Pre-tokenizer speed: asm vs the oracle regex vs the Python twin."""
+    from ..dev.bench import bench_pretok, write_json
+
+    if not corpora_dir().is_dir():
+        raise InputError(f"corpora directory not found: {corpora_dir()} "
+                         "(put shared/ next to the repository or set ASMBPE_CORPORA)")
+    names = list(corpora) or available()
+    if not names:
+        raise InputError(f"no corpus (english|multilingual|code).parquet in {corpora_dir()}")
+    rows = bench_pretok(names, limit_mb, twin_mb, runs=runs, out=click.echo)
+    if json_path:
+        write_json(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+
+
+@bench.command("train", context_settings=CONTEXT)
+@click.option("--corpus", default="english", show_default=True,
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="The shared corpus to train on.")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
+              help="Read about this many MB of whole documents (0 = all).")
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="256 + merges + 16 (peers without specials get vocab_size - 16).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per implementation (each a fresh process); the median is shown.")
+@click.option("--threads", type=int, default=None,
+              help="Threads for every implementation (default: all cores).")
+@click.option("--impl", "impls", multiple=True, metavar="NAME",
+              type=click.Choice(["asmbpe", "rustbpe", "tokenizers", "gigatoken"]),
+              help="Run only these (repeatable; default: every one installed).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
+    """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
+    same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
+    from ..dev.bench_train import IMPLS, bench_train, write_rows
+
+    if threads is None:
+        threads = os.cpu_count() or 1
+    rows = bench_train(corpus, limit_mb, vocab_size, runs, threads,
+                       impls=list(impls) or list(IMPLS), out=click.echo)
+    if json_path:
+        write_rows(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+
+
+@bench.command("encode", context_settings=CONTEXT)
+@click.option("--corpus", default="english", show_default=True,
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="The shared corpus to encode.")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
+              help="Read about this many MB of whole documents (0 = all).")
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="Vocabulary trained by asmbpe on the same documents (unless --tokenizer).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per implementation and thread count; the median is shown.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="The multi-threaded setting (default: all cores); 1 thread is always run.")
+@click.option("--impl", "impls", multiple=True, metavar="NAME",
+              type=click.Choice(["asmbpe", "tiktoken", "tokenizers", "gigatoken"]),
+              help="Run only these (repeatable; default: every one installed).")
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE", help="Use this tokenizer.bin instead of training one.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+@click.option("--cluster", default=None, metavar="ADDRESS",
+              help="Instead: the distributed encode (local:N or a scheduler address) "
+                   "against one process on the same shards (overhead in %).")
+@click.option("--shards", "n_shards", type=click.IntRange(min=1), default=8,
+              show_default=True, help="With --cluster: input shards.")
+def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
+                 json_path, cluster, n_shards):
+    """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
+    same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
+    asmbpe's). With --cluster: the distributed path against one process."""
+    from ..dev.bench_encode import IMPLS, bench_encode, write_rows
+
+    tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
+    if cluster:
+        import json
+
+        from ..dev.bench_cluster import bench_cluster
+
+        row = bench_cluster(corpus, limit_mb, vocab_size, runs, cluster, tok,
+                            shards=n_shards, out=click.echo)
+        if json_path:
+            Path(json_path).write_text(json.dumps(row, indent=1) + "\n")
+            click.echo(f"wrote 1 row to {json_path}")
+        return
+    rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
+                        impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo)
+    if json_path:
+        write_rows(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+
+
+@click.group(context_settings=CONTEXT)
+def profile():
+    """Where the time goes: the library's cycle counters per phase and per thread
+    (harness.dev.profile), optionally under perf stat or callgrind."""
+
+
+def _profile_options(fn):
+    opts = [
+        click.argument("inputs", nargs=-1, metavar="[INPUT...]",
+                       type=click.Path(dir_okay=True, path_type=str)),
+        click.option("--corpus", default=None, metavar="NAME",
+                     type=click.Choice(["english", "multilingual", "code"]),
+                     help="A shared corpus instead of INPUT files (default without either: "
+                          "the bundled datasets/kjv.txt, split at blank lines)."),
+        click.option("--limit-mb", type=click.FloatRange(min=0), default=16, show_default=True,
+                     help="Read about this many MB of whole documents (0 = all)."),
+        _SEPARATOR,
+        click.option("--perf", is_flag=True,
+                     help="Also run the work under `perf stat` (cycles, instructions, IPC, "
+                          "branch and cache misses, where the machine has the counters)."),
+        click.option("--callgrind", is_flag=True,
+                     help="Also run a small input (256 KB, 1 thread) under valgrind's callgrind "
+                          "and list instructions per assembly routine."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _profile_run(kind, inputs, corpus, limit_mb, separator, **kw):
+    from ..dev.profile import load_docs, run_profile
+
+    docs, what = load_docs(inputs, corpus, limit_mb, separator)
+    try:
+        run_profile(kind, docs, what, out=click.echo, **kw)
+    except (RuntimeError, ValueError) as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+@profile.command("train", context_settings=CONTEXT)
+@_profile_options
+@click.option("--vocab-size", type=int, default=8192, show_default=True,
+              help="256 + merges + 16.")
+@click.option("--threads", type=int, default=None, help="As for `asmbpe train`.")
+@click.option("--plot", metavar="PATH.png", default=None,
+              help="Draw the per-merge curves (time, positions replaced, winning count; log "
+                   "scales) to PATH.png (needs matplotlib: pip install 'asmbpe[plot]').")
+def profile_train(inputs, corpus, limit_mb, separator, perf, callgrind, vocab_size, threads,
+                  plot):
+    """Train once with the library's counters on: count, layout, pairs, merge loop (scan,
+    apply, heap, compact), per-merge records."""
+    _check_threads(threads)
+    if plot:
+        _check_output(plot)
+    _profile_run("train", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, plot=plot)
+
+
+@profile.command("encode", context_settings=CONTEXT)
+@_profile_options
+@click.option("-t", "--tokenizer", "tokenizer_path", default=None, metavar="FILE",
+              help="tokenizer.bin (default: train one on the same documents).")
+@click.option("--vocab-size", type=int, default=8192, show_default=True,
+              help="Vocabulary of the tokenizer trained when -t is not given.")
+@click.option("--threads", type=int, default=None, help="Encoding threads (default: all CPUs).")
+@click.option("--warm", is_flag=True,
+              help="Encode the documents once untimed first, and profile the second call: "
+                   "the caches hold the text and no memory is touched for the first time.")
+def profile_encode(inputs, corpus, limit_mb, separator, perf, callgrind, tokenizer_path,
+                   vocab_size, threads, warm):
+    """Encode once (cold caches; --warm: a second call) with the encoder's counters on:
+    pre-tokenize, cache, merge, write, per thread, and the load balance."""
+    _check_threads(threads)
+    tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
+    _profile_run("encode", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, tokenizer=tok,
+                 warm=warm)
+
+
+@profile.command("pretok", context_settings=CONTEXT)
+@_profile_options
+def profile_pretok(inputs, corpus, limit_mb, separator, perf, callgrind):
+    """The pre-tokenizer (asmbpe_split_offsets) over every document, one thread."""
+    _profile_run("pretok", inputs, corpus, limit_mb, separator, perf=perf,
+                 callgrind=callgrind)

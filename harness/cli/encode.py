@@ -1,0 +1,288 @@
+"""`asmbpe split`, `encode`, `decode`, `show`, `stats` and `export`: text to tokens and
+back, and the tokenizer for other libraries."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ..corpora import InputError, check_file
+from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _check_threads,
+                     _fail, _load_tokenizer, _mb, _memory, _open_cluster, _quiet_broken_pipe,
+                     _readers, _write_stdout)
+from .progress import BytesProgress
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=True, path_type=str))
+def split(file):
+    """Print the pre-tokenizer chunks of FILE (raw bytes) joined by |."""
+    from ..pretok import split as asm_split
+
+    path = check_file(file)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{file}: cannot read: {e.strerror or e}") from None
+    if not data:
+        raise InputError(f"{file}: is empty")
+    chunks = asm_split(data)
+    stdout = sys.stdout.buffer
+    try:
+        stdout.write(b"|".join(chunks) + b"\n")
+        stdout.flush()
+    except BrokenPipeError:                 # `asmbpe split FILE | head`
+        _quiet_broken_pipe()
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("-o", "--output", required=True, metavar="FILE",
+              help="The .tok file to write (written under a temporary name, then renamed); "
+                   "with --cluster or --shards, a directory.")
+@click.option("--chat", is_flag=True,
+              help="The inputs hold conversations (`messages`: role/content, JSONL or "
+                   "Parquet); MASKBIT marks assistant content and its <|end|>.")
+@click.option("--threads", type=int, default=None,
+              help="Encoding threads (default: the library chooses).")
+@_SEPARATOR
+@_MEMORY
+@_CLUSTER
+@click.option("--shards", "sharded", is_flag=True,
+              help="Write the layout of --cluster on this machine: OUTPUT is a directory "
+                   "with one .tok per input file and manifest.json.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, cluster, sharded,
+           quiet):
+    """Encode INPUT files into a .tok file (SPEC §7): each document as <|bos|> + its
+    text, or with --chat each conversation as <|bos|>, then <|role|> content <|end|>
+    per message.
+
+    INPUT: Parquet (`text`, or `messages` with --chat), JSONL (`text` / `messages`) or,
+    without --chat, plain text; JSONL and text optionally .gz / .zst. Progress goes to
+    stderr, the summary to stdout. On any error nothing is left at the output path.
+
+    With --cluster ADDRESS (or --shards, on this machine) OUTPUT is a directory: each
+    INPUT becomes OUTPUT/NNNNN-NAME.tok, listed with its counts in
+    OUTPUT/manifest.json; the shards' tokens, concatenated in manifest order, are
+    those of the single .tok file, and the files are the same bytes for any number of
+    workers. After an error no shard of the run and no manifest is left.
+    """
+    from ..corpora import (arrow_memory_kept, budget_batch_bytes, check_streamable,
+                          estimate_bytes)
+    from ..pipeline import BLOCK_BYTES, PREFETCH_BLOCKS, encode_to_tok
+
+    _check_threads(threads)
+    tok = _load_tokenizer(tokenizer_path)
+    files = [check_file(p) for p in inputs]
+    budget = _memory(memory)
+    batch_bytes = BLOCK_BYTES
+    if budget is not None:
+        batch_bytes = budget_batch_bytes(budget, "encode", files)
+        if not chat:
+            check_streamable(files, batch_bytes, separator)
+    if cluster or sharded:
+        return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
+                               cluster, quiet)
+    out = _check_output(output)
+    # chat: the files hold JSON around the contents, so their size is no estimate
+    progress = BytesProgress("encoding", None if chat else estimate_bytes(files),
+                              enabled=not quiet)
+    t0 = time.perf_counter()
+    try:
+        with (arrow_memory_kept(_readers(threads)) if budget is None
+              else contextlib.nullcontext()):
+            s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
+                              separator=separator, progress=progress,
+                              batch_bytes=batch_bytes,
+                              prefetch_depth=PREFETCH_BLOCKS if budget is None else 1)
+    except ValueError as e:
+        progress.close()
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        progress.close()
+    took = time.perf_counter() - t0
+    rate = s.source_bytes / 1e6 / took if took > 0 else 0.0
+    what = "conversations" if chat else "documents"
+    click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
+               f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
+               f"{took:.2f} s, {rate:.1f} MB/s -> {out}")
+
+
+def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, cluster,
+                    quiet):
+    from ..corpora import estimate_bytes
+    from ..distributed import encode_sharded
+
+    out = Path(output)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory (with --cluster or "
+                         "--shards, -o names a directory)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{out}: directory {parent} does not exist")
+    progress = BytesProgress("encoding", None if chat else estimate_bytes(files),
+                              enabled=not quiet)
+    close = None
+    t0 = time.perf_counter()
+    try:
+        client = None
+        if cluster:
+            client, close = _open_cluster(cluster)
+        s = encode_sharded(tok, files, out, client=client, chat=chat, threads=threads,
+                           separator=separator, batch_bytes=batch_bytes, progress=progress)
+    except ValueError as e:
+        progress.close()
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    finally:
+        progress.close()
+        if close is not None:
+            close()
+    took = time.perf_counter() - t0
+    rate = s.source_bytes / 1e6 / took if took > 0 else 0.0
+    what = "conversations" if chat else "documents"
+    where = f"on {cluster}" if cluster else "on this machine"
+    click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
+               f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
+               f"{took:.2f} s, {rate:.1f} MB/s, {len(s.shards)} shard(s) {where} -> "
+               f"{s.manifest}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("file", metavar="FILE.tok", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="The tokenizer.bin that wrote FILE.tok (its merges hash must match).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
+def decode(file, tokenizer_path, quiet):
+    """Write the text of FILE.tok to stdout: every token's bytes (specials as their
+    names, e.g. <|bos|>; MASKBIT stripped), decoded as UTF-8 with invalid bytes
+    replaced by U+FFFD. A summary goes to stderr."""
+    from ..pipeline import decode_text
+    from ..tokfile import read_tok
+
+    tok = _load_tokenizer(tokenizer_path)
+    tf = read_tok(check_file(file), tok)
+    t0 = time.perf_counter()
+    try:
+        _write_stdout(decode_text(tf, tok))
+    except ValueError as e:                     # an id that is not a token
+        _fail(f"{file}: {str(e).splitlines()[0]}")
+    took = time.perf_counter() - t0
+    if not quiet:
+        rate = tf.source_bytes / 1e6 / took if took > 0 else 0.0
+        click.echo(f"decoded {tf.n_tokens:,} tokens, {tf.n_documents:,} documents, "
+                   f"{_mb(tf.source_bytes)} in {took:.2f} s ({rate:.1f} MB/s)", err=True)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("text_or_file", metavar="TEXT_OR_FILE")
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--color/--no-color", default=None,
+              help="Colours on or off (default: on when stdout is a terminal).")
+@click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Show at most this many tokens (0 = all).")
+def show(text_or_file, tokenizer_path, color, limit):
+    """Show how TEXT_OR_FILE splits into tokens. An existing file is shown whole: a
+    .tok file as its tokens (MASKBIT tokens of chat files bold and underlined), any
+    other file as its raw bytes encoded; anything else is taken as the text itself.
+
+    With colour (a terminal, or --color): the text with each token on its own
+    background colour, specials white on grey. Without (a pipe, or --no-color): one
+    token per line, `ID<TAB>TEXT`, TEXT a Python literal, `*` after the ID for MASKBIT.
+    """
+    from ..show import render_color, render_plain, summary
+    from ..tokfile import is_tok_file, read_tok
+
+    tok = _load_tokenizer(tokenizer_path)
+    chat = False
+    if os.path.isfile(text_or_file):
+        path = check_file(text_or_file)
+        if is_tok_file(path):
+            tf = read_tok(path, tok)
+            ids, chat = tf.tokens, tf.chat
+        else:
+            ids = tok.encode(path.read_bytes())
+    else:
+        ids = tok.encode(text_or_file)
+    if limit:
+        ids = ids[:limit]
+    table = tok.id_to_bytes()
+    if color is None:
+        color = sys.stdout.isatty()
+    try:
+        if color:
+            _write_stdout([render_color(ids, table, chat), "\n"])
+            click.echo(summary(ids, table, chat), err=True)
+        else:
+            _write_stdout([line + "\n" for line in render_plain(ids, table, chat)])
+    except ValueError as e:                     # an id that is not a token (a bad .tok)
+        _fail(f"{text_or_file}: {e}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="FILE.tok|INPUT...",
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="List the N most frequent tokens.")
+@click.option("--chat", is_flag=True, help="INPUT files hold conversations (as encode --chat).")
+@click.option("--threads", type=int, default=None, help="Encoding threads for INPUT files.")
+@_SEPARATOR
+def stats(inputs, tokenizer_path, top, chat, threads, separator):
+    """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
+    .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
+    would). Bytes per token counts text tokens only (specials left out)."""
+    from ..show import TokenStats, format_stats
+    from ..pipeline import encode_blocks
+    from ..tokfile import is_tok_file, read_tok
+
+    _check_threads(threads)
+    tok = _load_tokenizer(tokenizer_path)
+    files = [check_file(p) for p in inputs]
+    st = TokenStats(tok.vocab_size)
+    try:
+        for path in files:
+            if is_tok_file(path):
+                tf = read_tok(path, tok)
+                for block in tf.blocks():
+                    st.add(block, chat=tf.chat)
+                st.documents += tf.n_documents
+                st.source_bytes += tf.source_bytes
+        others = [p for p in files if not is_tok_file(p)]
+        if others:
+            for tokens, docs, nbytes in encode_blocks(tok, others, chat=chat, threads=threads,
+                                                      separator=separator):
+                st.add(tokens, docs, nbytes, chat=chat)
+    except ValueError as e:
+        _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    for line in format_stats(st, tok.id_to_bytes(), top):
+        click.echo(line)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
+              help="tokenizer.bin.")
+@click.option("--format", "fmt", required=True, type=click.Choice(["tiktoken", "hf"]),
+              help="tiktoken: a ranks file for tiktoken (harness.export.load_tiktoken adds "
+                   "the pattern and specials); hf: a Hugging Face tokenizer.json.")
+@click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
+def export(tokenizer_path, fmt, output):
+    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe)."""
+    from .. import export as exp
+
+    out = _check_output(output)
+    tok = _load_tokenizer(tokenizer_path)
+    if fmt == "tiktoken":
+        exp.export_tiktoken(tok, out)
+    else:
+        exp.export_hf(tok, out)
+    click.echo(f"wrote {fmt} export of {tok!r} to {out}")
