@@ -11,6 +11,7 @@ cffi's ABI mode, so it does not depend on the Python version, only on the CPU).
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,9 +36,11 @@ def _asm_build():
 
 class BuildPyWithLibrary(build_py):
     def run(self):
+        editable = getattr(self, "editable_mode", False)
+        if not editable:                    # no module of an earlier build in this wheel
+            shutil.rmtree(Path(self.build_lib) / "harness", ignore_errors=True)
         super().run()
         asm = _asm_build()
-        editable = getattr(self, "editable_mode", False)
         out = asm.PKG if editable else Path(self.build_lib) / "harness"
         try:
             asm.build(out=out, test=editable)
