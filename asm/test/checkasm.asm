@@ -84,7 +84,10 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     mov         [rcx], rax
     mov         rcx, [rsp + chk_frame.fill]
     xor         r8d, r8d
-%macro CHECK_REG 3                              ; reg, fill offset, bit
+; CHECK_REG reg, off, bit: r8d |= bit unless reg == [rcx + off] (rcx = fill).
+;   %1 = reg (a callee-saved register), %2 = off (its fill's offset), %3 =
+;   bit (its CHK_* bit).  Clobbers flags only.
+%macro CHECK_REG 3
     cmp         %1, [rcx + %2]
     je          %%ok
     or          r8d, %3
