@@ -55,7 +55,7 @@ enum {
     ASMBPE_MAX_THREADS = 256,
 };
 
-/* count.asm: the persistent word table.  It owns copies of the word bytes, so
+/* wordtab.asm: the persistent word table.  It owns copies of the word bytes, so
  * text can be counted in batches and freed after each. */
 typedef struct asmbpe_wordtab asmbpe_wordtab;
 asmbpe_wordtab *asmbpe_wordtab_new(void);               /* NULL: out of memory */
@@ -71,12 +71,12 @@ int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
                            const uint64_t *doc_ends, uint64_t n_docs,
                            uint64_t threads, uint64_t max_word_bytes);
 
-/* count.asm: every word of t, in table order: bytes concatenated (key_bytes of
+/* wordtab.asm: every word of t, in table order: bytes concatenated (key_bytes of
  * them), end offsets and counts (size entries each).  Returns the words. */
 int64_t asmbpe_wordtab_export(const asmbpe_wordtab *t, uint8_t *bytes,
                               uint64_t *ends, uint64_t *counts);
 
-/* count.asm: add n words with their counts to t, word i being
+/* wordtab.asm: add n words with their counts to t, word i being
  * bytes[ends[i-1], ends[i]) (the first from 0), as asmbpe_wordtab_export
  * writes them; bytes has ASMBPE_PAD padding.  For merging tables counted
  * elsewhere.  Returns the unique words in t, or a negative status. */

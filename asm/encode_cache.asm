@@ -17,6 +17,8 @@ section .text
 
 ; COPY_IDS dst, src, n, i, t32, t16: dst[0 .. n) = src[0 .. n), u16 ids one
 ; at a time (n >= 1; n and i 64-bit registers, t32 / t16 one scratch register).
+; %1 = dst, %2 = src (address registers, kept), %3 = n (kept), %4 = i (ends
+; at n), %5 = t32, %6 = t16 (its 32- and 16-bit views).  Clobbers i and t.
 %macro COPY_IDS 6
     xor         %4, %4
 %%copy:

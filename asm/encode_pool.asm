@@ -20,7 +20,8 @@ ts_pool:        resq TS_POOL_MAX
 section .text
 
 ; POOL_LOCK / POOL_UNLOCK: the state pool's spin lock (held for a few
-; instructions; never across a system call).  POOL_LOCK clobbers eax.
+; instructions; never across a system call).  No parameters.  POOL_LOCK
+; clobbers eax; POOL_UNLOCK nothing.
 %macro POOL_LOCK 0
 %%try:
     mov         eax, 1

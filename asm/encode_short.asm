@@ -30,7 +30,7 @@ lane_w:
 
 section .text
 
-; RANKV dst32, dst64, a32, b32: RANK without a data-dependent branch while
+; RANKV dst32, dst64, a32, b32 (%1-%4 as RANK's): RANK without a data-dependent branch while
 ; the probe run ends within 4 slots of the home slot (short16): one 32-byte
 ; load of the 4 slots {key, rank} (the table's tail repeats its first
 ; slots), their keys compared with P and with the empty key at once; the
@@ -228,7 +228,8 @@ struc s16                                       ; short16's scratch, in tstate.r
 endstruc
 
 ; SET_LANE value32, lane32, width: u16 lane `lane` of ymm4 (width 16) or
-; xmm4 (width 8) := value (ymm5 = lane_w).  Clobbers ymm6, ymm7.
+; xmm4 (width 8) := value (ymm5 = lane_w).  %1 = value32, %2 = lane32
+; (32-bit registers, kept), %3 = width (16 or 8).  Clobbers ymm6, ymm7.
 %macro SET_LANE 3
     vmovd       xmm6, %1
     vmovd       xmm7, %2
@@ -245,7 +246,9 @@ endstruc
   %endif
 %endmacro
 
-; MINPOS width, n, min32, lane32, t32: min = the lowest u16 lane of ymm<n>
+; MINPOS width, n, min32, lane32, t32 (%1 = width: 16 or 8, %2 = n: the
+; vector register's number, %3 = min32, %4 = lane32 (out), %5 = t32: 32-bit
+; registers): min = the lowest u16 lane of ymm<n>
 ; (width 16) or of xmm<n> (width 8), lane = the leftmost lane holding it
 ; (0xFFFF: every lane is "none").  Clobbers xmm1-xmm3, t.
 %macro MINPOS 5
@@ -274,7 +277,9 @@ endstruc
 
 ; STEPS width: short16's steps, on the ranks of ymm4 (width 16) or, for
 ; chunks of up to 9 bytes (8 pairs), of xmm4 alone (8: one vphminposuw, and
-; xmm lane updates, a shorter chain per step).  Leaves to .out.
+; xmm lane updates, a shorter chain per step).  Leaves to .out.  %1 = width
+; (16 or 8).  Clobbers what short16 does (its banner), the s16_* registers
+; marked (STEPS) included.
 ;
 ; Each merge also finds the next one early, when it can: the lowest rank r2
 ; (leftmost lane j) among the lanes the merge leaves alone (all but p, i and
@@ -285,7 +290,8 @@ endstruc
 ; takes the lowest rank over all lanes again.  (A simulation on the misses of
 ; E100: 59 % of the merges need a full search.)
 
-; BP_LANES xmm, first, count: lanes 0 .. count-1 of xmm = the byte-pair
+; BP_LANES xmm, first, count (%1 = xmm: the register filled, %2 = first, %3
+; = count: assembly-time numbers): lanes 0 .. count-1 of xmm = the byte-pair
 ; ranks of pairs first .. first+count-1 of the chunk at rsi (rbp = enc.bp),
 ; inserted from the table (no store, so no wide reload of narrow stores;
 ; no loop, so no mispredicted exit).  Reads rsi[first .. first+count].

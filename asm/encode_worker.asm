@@ -29,7 +29,8 @@ mask_tab:
 
 section .text
 
-; ENTRY_EQ entry, ne: to ne unless the cache entry holds the chunk (rsi =
+; ENTRY_EQ entry, ne (%1 = entry: the cache entry's address register, kept;
+; %2 = ne: a label): to ne unless the cache entry holds the chunk (rsi =
 ; its bytes, rdx = its length, 2..CACHE_MAX_LEN, r9 = mask_tab + 64 - rdx):
 ; its length, then its masked 16 / 32 / 48 bytes (reads past the chunk:
 ; text or padding).  Falls through when it does.  Clobbers eax, ymm0, ymm1.
@@ -111,7 +112,8 @@ endstruc
 %endif
 
 ; PROF_START slot / PROF_ADD slot, field: with EF_PROFILE, [rsp + slot] =
-; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  Clobber rax, rdx.
+; rdtsc, and [rbx + field] += rdtsc - [rsp + slot].  %1 = slot (an offset in
+; ew_frame), %2 = field (an offset in the thread state).  Clobber rax, rdx.
 %macro PROF_START 1
     cmp         qword [rsp + ew_frame.prof], 0
     je          %%off

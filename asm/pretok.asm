@@ -109,18 +109,22 @@ ENDFUNC
 ; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
 ; saves rbx, rbp, r12-r15; uses the red zone.
 ;-----------------------------------------------------------------------------
+; the stack frame (6 pushes + this: rsp % 16 == 0)
+struc so_frame
+    .buf:       resq 64         ; a window's ends, when out has no room
+    .out:       resq 1          ; out's place meanwhile
+    .part:      resq 1          ; 1: bit 63 of cap was set
+                resq 1          ; (pad)
+endstruc
+; and a red-zone slot below PRETOK_WINDOW's (struc wrz, pretok.inc)
 %define SL_UNTIL rsp - 40                       ; chunk by chunk until here
-%define SO_BUF      0                           ; a window's ends [64]
-%define SO_OUT      (64 * 8)                    ; out's place meanwhile
-%define SO_PART     (64 * 8 + 8)                ; bit 63 of cap was set
-%define SO_FRAME    (64 * 8 + 24)
 
 FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
-    sub         rsp, SO_FRAME
+    sub         rsp, so_frame_size
     xor         eax, eax
     btr         capq, 63                        ; bit 63: stop short (the
     setc        al                              ; encoder's batches)
-    mov         [rsp + SO_PART], rax
+    mov         [rsp + so_frame.part], rax
     mov         r9, outq
     lea         r11, [textq + lenq]             ; endp
     lea         r10, [textq + posq]             ; cur
@@ -148,23 +152,23 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     jb          .window_short                   ; out too full for a window
     PRETOK_WINDOW r10, textq, r9, .window_failed
     jmp         .stored
-.window_short:                                  ; the window into SO_BUF,
-    cmp         qword [rsp + SO_PART], 0        ; then as many ends as fit
+.window_short:                                  ; the window into so_frame.buf,
+    cmp         qword [rsp + so_frame.part], 0  ; then as many ends as fit
     jne         .count                          ; (bit 63 of cap: stop)
-    mov         [rsp + SO_OUT], r9
-    lea         r9, [rsp + SO_BUF]
+    mov         [rsp + so_frame.out], r9
+    lea         r9, [rsp + so_frame.buf]
     PRETOK_WINDOW r10, textq, r9, .short_failed
-    lea         rcx, [rsp + SO_BUF]
+    lea         rcx, [rsp + so_frame.buf]
     sub         r9, rcx                         ; bytes of ends (> 0)
     mov         rcx, r9
-    mov         r9, [rsp + SO_OUT]
+    mov         r9, [rsp + so_frame.out]
     mov         rax, rsi
     sub         rax, r9                         ; room (> 0)
     cmp         rcx, rax
     cmova       rcx, rax                        ; cut: out is full, so the
     xor         edx, edx                        ; caller resumes at its last
 .short_end:
-    mov         rax, [rsp + SO_BUF + rdx]
+    mov         rax, [rsp + so_frame.buf + rdx]
     mov         [r9 + rdx], rax
     add         rdx, 8
     cmp         rdx, rcx
@@ -172,7 +176,7 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     add         r9, rcx
     jmp         .stored
 .short_failed:
-    mov         r9, [rsp + SO_OUT]
+    mov         r9, [rsp + so_frame.out]
 .window_failed:
     lea         rax, [r10 + 64]
     mov         [SL_UNTIL], rax
@@ -192,6 +196,6 @@ FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
     sub         rax, r8
     shr         rax, 3
 .ret:
-    add         rsp, SO_FRAME
+    add         rsp, so_frame_size
     RET
 ENDFUNC

@@ -152,119 +152,139 @@ ENDFUNC
 ; {fn, ctx, tid, gate pointer} and the join word (1, cleared by the kernel
 ; when the thread has exited: CLONE_CHILD_CLEARTID; futex-waited on).
 ;-----------------------------------------------------------------------------
-%define LR_FN       (THREAD_STACK - 64)
-%define LR_CTX      (THREAD_STACK - 56)
-%define LR_TID      (THREAD_STACK - 48)
-%define LR_GATE     (THREAD_STACK - 40)
-%define LR_JOIN     (THREAD_STACK - 32)         ; u32, the kernel clears it
-%define LR_STACKTOP (THREAD_STACK - 64)         ; 16-aligned, below the record
+; the launch record: the top launch_size bytes of each thread's stack
+struc launch
+    .fn:        resq 1          ; fn
+    .ctx:       resq 1          ; ctx
+    .tid:       resq 1          ; this thread's tid
+    .gate:      resq 1          ; u32 *: the start gate in the caller's frame
+    .join:      resd 1          ; u32 1, the kernel clears it at exit
+                resd 7          ; (pad: to the stack's top)
+endstruc
+; the record's offset in a stack; also the new thread's rsp (16-aligned)
+%define LR_AT       (THREAD_STACK - launch_size)
 %define GATE_WAIT   0
 %define GATE_GO     1
 %define GATE_ABORT  2
-%define F_STACKS    0                           ; frame: stacks[MAX_THREADS]
-%define F_GATE      (8 * MAX_THREADS)           ; u32 gate
-%define F_SIZE      (8 * MAX_THREADS + 24)      ; rsp % 16 == 0 after pushes
+
+; asmbpe_parallel's stack frame
+struc par_frame
+    .stacks:    resq MAX_THREADS    ; each tid's stack (0: none)
+    .gate:      resd 1          ; u32 start gate: GATE_WAIT / GO / ABORT
+                resd 5          ; (pad: 6 pushes + this, rsp % 16 == 0)
+endstruc
+
+; the named registers of asmbpe_parallel
+%define pa_fn       r12         ; fn
+%define pa_ctx      r13         ; ctx
+%define pa_n        r14         ; threads asked for; in the join: the tids
+                                ; 1 .. pa_n - 1 that have a thread
+%define pa_tid      r15         ; the tid being started / joined
+%define pa_tid_d    r15d        ; (32-bit view)
+%define pa_stk      rbx         ; the stack of tid pa_tid
+%define pa_gate     rbx         ; (new thread) the start gate
+%define pa_status   ebp         ; the result once all are joined
 
 HIDDEN
 FUNC asmbpe_parallel, 3, 15, 0, fn, ctx, n
-    sub         rsp, F_SIZE
-    mov         r12, fnq
-    mov         r13, ctxq
-    mov         r14, nq
-    mov         dword [rsp + F_GATE], GATE_WAIT
+    sub         rsp, par_frame_size
+    mov         pa_fn, fnq
+    mov         pa_ctx, ctxq
+    mov         pa_n, nq
+    mov         dword [rsp + par_frame.gate], GATE_WAIT
     mov         eax, ASMBPE_EINVAL
-    test        r14, r14
+    test        pa_n, pa_n
     jz          .ret
-    cmp         r14, MAX_THREADS
+    cmp         pa_n, MAX_THREADS
     ja          .ret
-    mov         r15d, 1                         ; next tid to start
+    mov         pa_tid_d, 1                     ; next tid to start
 .spawn:
-    cmp         r15, r14
+    cmp         pa_tid, pa_n
     jae         .open_gate
-    mov         qword [rsp + F_STACKS + r15 * 8], 0
+    mov         qword [rsp + par_frame.stacks + pa_tid * 8], 0
     mov         edi, THREAD_STACK
     call        asmbpe_map
-    mov         ebp, ASMBPE_ENOMEM
+    mov         pa_status, ASMBPE_ENOMEM
     test        rax, rax
     jz          .abort
-    mov         [rsp + F_STACKS + r15 * 8], rax
-    mov         rbx, rax
-    mov         [rbx + LR_FN], r12
-    mov         [rbx + LR_CTX], r13
-    mov         [rbx + LR_TID], r15
-    lea         rax, [rsp + F_GATE]
-    mov         [rbx + LR_GATE], rax
-    mov         dword [rbx + LR_JOIN], 1
+    mov         [rsp + par_frame.stacks + pa_tid * 8], rax
+    mov         pa_stk, rax
+    mov         [pa_stk + LR_AT + launch.fn], pa_fn
+    mov         [pa_stk + LR_AT + launch.ctx], pa_ctx
+    mov         [pa_stk + LR_AT + launch.tid], pa_tid
+    lea         rax, [rsp + par_frame.gate]
+    mov         [pa_stk + LR_AT + launch.gate], rax
+    mov         dword [pa_stk + LR_AT + launch.join], 1
     mov         edi, CLONE_THREAD_FLAGS
-    lea         rsi, [rbx + LR_STACKTOP]
+    lea         rsi, [pa_stk + LR_AT]
     xor         edx, edx
-    lea         r10, [rbx + LR_JOIN]
+    lea         r10, [pa_stk + LR_AT + launch.join]
     xor         r8d, r8d
     mov         eax, SYS_CLONE
     syscall
     test        rax, rax
     jz          .child
-    mov         ebp, ASMBPE_ETHREAD
+    mov         pa_status, ASMBPE_ETHREAD
     js          .abort_free
-    inc         r15
+    inc         pa_tid
     jmp         .spawn
 
 .open_gate:
     mov         esi, GATE_GO
     call        .set_gate
-    mov         rdi, r13
+    mov         rdi, pa_ctx
     xor         esi, esi
-    call        r12                             ; tid 0 here
-    xor         ebp, ebp
+    call        pa_fn                           ; tid 0 here
+    xor         pa_status, pa_status
     jmp         .join_all
 
 .abort_free:                                    ; this stack has no thread
-    mov         rdi, rbx
+    mov         rdi, pa_stk
     mov         esi, THREAD_STACK
     call        asmbpe_unmap
-    mov         qword [rsp + F_STACKS + r15 * 8], 0
+    mov         qword [rsp + par_frame.stacks + pa_tid * 8], 0
 .abort:
     mov         esi, GATE_ABORT
     call        .set_gate
 .join_all:
-    mov         r14, r15                        ; threads 1 .. r15-1 exist
-    mov         r15d, 1
+    mov         pa_n, pa_tid                    ; threads 1 .. pa_tid-1 exist
+    mov         pa_tid_d, 1
 .join:
-    cmp         r15, r14
+    cmp         pa_tid, pa_n
     jae         .joined
-    mov         rbx, [rsp + F_STACKS + r15 * 8]
+    mov         pa_stk, [rsp + par_frame.stacks + pa_tid * 8]
 .join_wait:
-    mov         edx, [rbx + LR_JOIN]
+    mov         edx, [pa_stk + LR_AT + launch.join]
     test        edx, edx
     jz          .join_free
-    lea         rdi, [rbx + LR_JOIN]
+    lea         rdi, [pa_stk + LR_AT + launch.join]
     mov         esi, FUTEX_WAIT
     xor         r10d, r10d
     mov         eax, SYS_FUTEX
     syscall
     jmp         .join_wait
 .join_free:
-    mov         rdi, rbx
+    mov         rdi, pa_stk
     mov         esi, THREAD_STACK
     call        asmbpe_unmap
-    inc         r15
+    inc         pa_tid
     jmp         .join
 .joined:
-    mov         eax, ebp
+    mov         eax, pa_status
 .ret:
-    add         rsp, F_SIZE
+    add         rsp, par_frame_size
     RET
 
 .set_gate:                                      ; esi = GATE_GO / GATE_ABORT
-    mov         [rsp + 8 + F_GATE], esi         ; (+8: our return address)
-    lea         rdi, [rsp + 8 + F_GATE]
+    mov         [rsp + 8 + par_frame.gate], esi ; (+8: our return address)
+    lea         rdi, [rsp + 8 + par_frame.gate]
     mov         esi, FUTEX_WAKE
     mov         edx, 0x7FFFFFFF
     mov         eax, SYS_FUTEX
     syscall
     ret
 
-.child:                                         ; rsp = LR_STACKTOP
+.child:                                         ; rsp = stack + LR_AT
     sub         rsp, 128                        ; sigset, below the record
     mov         qword [rsp], -1
     mov         edi, SIG_BLOCK
@@ -274,12 +294,12 @@ FUNC asmbpe_parallel, 3, 15, 0, fn, ctx, n
     mov         eax, SYS_RT_SIGPROCMASK
     syscall
     add         rsp, 128
-    mov         rbx, [rsp + LR_GATE - LR_STACKTOP]
+    mov         pa_gate, [rsp + launch.gate]
 .gate:
-    mov         edx, [rbx]
+    mov         edx, [pa_gate]
     cmp         edx, GATE_WAIT
     jne         .gate_open
-    mov         rdi, rbx
+    mov         rdi, pa_gate
     mov         esi, FUTEX_WAIT
     xor         r10d, r10d
     mov         eax, SYS_FUTEX
@@ -288,15 +308,23 @@ FUNC asmbpe_parallel, 3, 15, 0, fn, ctx, n
 .gate_open:
     cmp         edx, GATE_GO
     jne         .child_exit
-    mov         rdi, [rsp + LR_CTX - LR_STACKTOP]
-    mov         rsi, [rsp + LR_TID - LR_STACKTOP]
-    call        [rsp + LR_FN - LR_STACKTOP]
+    mov         rdi, [rsp + launch.ctx]
+    mov         rsi, [rsp + launch.tid]
+    call        [rsp + launch.fn]
 .child_exit:
     xor         edi, edi
     mov         eax, SYS_EXIT                   ; this thread only
     syscall
     ud2
 ENDFUNC
+%undef  pa_fn
+%undef  pa_ctx
+%undef  pa_n
+%undef  pa_tid
+%undef  pa_tid_d
+%undef  pa_stk
+%undef  pa_gate
+%undef  pa_status
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_barrier_init(uint32_t *bar /* 4 x u32 */, uint32_t n)
@@ -315,10 +343,10 @@ ENDFUNC
 
 HIDDEN
 FUNC asmbpe_barrier_init, 2, 2, 0, bar, n
-    mov         [barq + BAR_COUNT], nd
-    mov         [barq + BAR_N], nd
-    mov         dword [barq + BAR_GEN], 0
-    mov         dword [barq + BAR_SPINS], SPIN_CYCLES_OVER
+    mov         [barq + barrier.count], nd
+    mov         [barq + barrier.n], nd
+    mov         dword [barq + barrier.gen], 0
+    mov         dword [barq + barrier.spins], SPIN_CYCLES_OVER
     mov         r8, barq
     mov         r9d, nd
     sub         rsp, 136                        ; cpu mask (1024 cpus) + align
@@ -341,7 +369,7 @@ FUNC asmbpe_barrier_init, 2, 2, 0, bar, n
 .counted:
     cmp         r9, rcx
     ja          .done
-    mov         dword [r8 + BAR_SPINS], SPIN_CYCLES_FIT
+    mov         dword [r8 + barrier.spins], SPIN_CYCLES_FIT
 .done:
     add         rsp, 136
     RET
@@ -349,15 +377,15 @@ ENDFUNC
 
 HIDDEN
 FUNC asmbpe_barrier_wait, 1, 1, 0, bar
-    mov         r8d, [barq + BAR_GEN]           ; generation we wait out
+    mov         r8d, [barq + barrier.gen]       ; generation we wait out
     mov         eax, -1
-    lock xadd   [barq + BAR_COUNT], eax
+    lock xadd   [barq + barrier.count], eax
     cmp         eax, 1
     jne         .wait
-    mov         eax, [barq + BAR_N]             ; last: reset, advance, wake
-    mov         [barq + BAR_COUNT], eax
-    lock inc    dword [barq + BAR_GEN]
-    lea         rdi, [barq + BAR_GEN]
+    mov         eax, [barq + barrier.n]         ; last: reset, advance, wake
+    mov         [barq + barrier.count], eax
+    lock inc    dword [barq + barrier.gen]
+    lea         rdi, [barq + barrier.gen]
     mov         esi, FUTEX_WAKE
     mov         edx, 0x7FFFFFFF
     mov         eax, SYS_FUTEX
@@ -367,10 +395,10 @@ FUNC asmbpe_barrier_wait, 1, 1, 0, bar
     rdtsc                                       ; spin for a time budget
     shl         rdx, 32
     or          rax, rdx
-    mov         r9d, [barq + BAR_SPINS]
+    mov         r9d, [barq + barrier.spins]
     add         r9, rax                         ; until this tsc
 .spin:
-    cmp         [barq + BAR_GEN], r8d
+    cmp         [barq + barrier.gen], r8d
     jne         .done
     pause
     rdtsc
@@ -378,14 +406,14 @@ FUNC asmbpe_barrier_wait, 1, 1, 0, bar
     or          rax, rdx
     cmp         rax, r9
     jb          .spin
-    lea         rdi, [barq + BAR_GEN]           ; (barq is rdi: once, not
+    lea         rdi, [barq + barrier.gen]       ; (barq is rdi: once, not
 .sleep:                                         ;  again after a spurious wake)
     mov         esi, FUTEX_WAIT
     mov         edx, r8d
     xor         r10d, r10d
     mov         eax, SYS_FUTEX
     syscall
-    cmp         [rdi], r8d                      ; rdi = &GEN (syscall keeps it)
+    cmp         [rdi], r8d                      ; rdi = &gen (syscall keeps it)
     je          .sleep
 .done:
     RET

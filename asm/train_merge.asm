@@ -123,7 +123,7 @@ ENDPROC
 ; pair table, push the pairs whose count went up, choose the next merge,
 ; compact the words when at most half of W is still in use.
 ;=============================================================================
-; PT_PREFETCH pair, tmp: prefetch the pair-table slot where pt_add starts
+; PT_PREFETCH pair, tmp (%1 = pair, %2 = tmp: 64-bit registers): prefetch the pair-table slot where pt_add starts
 ; probing for the pair (a register holding it, zero-extended).  Needs r12 =
 ; ctx; clobbers both.
 %macro PT_PREFETCH 2

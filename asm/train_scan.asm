@@ -40,7 +40,8 @@ endstruc
 %define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
 %define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
 
-; SET_CHUNK_BIT bitmap, chunk, tmp: queues "set bit `chunk` of the bitmap"
+; SET_CHUNK_BIT bitmap, chunk, tmp (%1 = bitmap: its address, %2 = chunk:
+; its index, %3 = tmp: 64-bit registers): queues "set bit `chunk` of the bitmap"
 ; in this thread's dmap.marks (rbx = delta map) and prefetches its line for
 ; writing; flush_marks sets the queued bits, every MARK_BATCH marks and at the
 ; end of each segment.  Setting them at once meant a cache miss (64 MB of
@@ -123,7 +124,8 @@ flush_marks:
 %undef  fm_one
 %undef  fm_one_d
 
-; MARK_PAIR: ecx = a pair P, rax = the position where it starts.  Sets that
+; MARK_PAIR (no parameters): ecx = a pair P, rax = the position where it
+; starts.  Sets that
 ; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
 ; rax, rcx, rdx.
 %macro MARK_PAIR 0
@@ -136,7 +138,9 @@ flush_marks:
 
 ; FILT_HITS dst, fa, fb, q, tmp1, tmp2, fp: dst = bit c of qword q set for each
 ; chunk c holding a (bitmap fa) with b in c or in c + 1 (bitmap fb) and a pair
-; of (a, b)'s bucket starting in c (bitmap fp); reads fb[q + 1].
+; of (a, b)'s bucket starting in c (bitmap fp); reads fb[q + 1].  %1 = dst,
+; %2 = fa, %3 = fb, %4 = q, %5 = tmp1, %6 = tmp2, %7 = fp: 64-bit registers,
+; fa / fb / fp the bitmaps' addresses.  Clobbers tmp1, tmp2.
 %macro FILT_HITS 7
     mov         %1, [%3 + %4 * 8]
     mov         %6, [%3 + %4 * 8 + 8]

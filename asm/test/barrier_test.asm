@@ -8,13 +8,15 @@
 section .text
 
 ; context, on asmbpe_test_barrier's stack
-%define B_BAR       0       ; barrier, 16 bytes
-%define B_ARRIVED   16      ; u64 arrivals so far
-%define B_ROUNDS    24
-%define B_WAITERS   32      ; threads in the barrier (nthreads - 1)
-%define B_ERRORS    40      ; early releases seen
-%define B_FINISHED  48      ; waiters done
-%define B_SIZE      64
+struc bctx
+    .bar:       resb barrier_size   ; the barrier under test
+    .arrived:   resq 1          ; u64 arrivals so far
+    .rounds:    resq 1          ; barrier rounds per waiter
+    .waiters:   resq 1          ; threads in the barrier (nthreads - 1)
+    .errors:    resq 1          ; early releases seen
+    .finished:  resq 1          ; waiters done
+                resq 1          ; (pad: 64 bytes; 1 push + this: aligned calls)
+endstruc
 
 ; barrier_fn(ctx, tid): tids < waiters do `rounds` barrier waits and check
 ; after each that all waiters have arrived for it; the last tid sends
@@ -22,33 +24,33 @@ section .text
 barrier_fn:
     SAVE        rbx, r12, r13
     mov         rbx, rdi
-    cmp         rsi, [rbx + B_WAITERS]
+    cmp         rsi, [rbx + bctx.waiters]
     jae         .waker
     xor         r12d, r12d                      ; round
 .round:
-    cmp         r12, [rbx + B_ROUNDS]
+    cmp         r12, [rbx + bctx.rounds]
     jae         .waiter_done
-    lock inc    qword [rbx + B_ARRIVED]
-    lea         rdi, [rbx + B_BAR]
+    lock inc    qword [rbx + bctx.arrived]
+    lea         rdi, [rbx + bctx.bar]
     call        asmbpe_barrier_wait
     lea         rax, [r12 + 1]
-    imul        rax, [rbx + B_WAITERS]          ; all arrivals of this round
-    cmp         [rbx + B_ARRIVED], rax
+    imul        rax, [rbx + bctx.waiters]       ; all arrivals of this round
+    cmp         [rbx + bctx.arrived], rax
     jae         .ok
-    lock inc    qword [rbx + B_ERRORS]          ; released early
+    lock inc    qword [rbx + bctx.errors]       ; released early
 .ok:
-    lea         rdi, [rbx + B_BAR]              ; nobody starts the next round
+    lea         rdi, [rbx + bctx.bar]           ; nobody starts the next round
     call        asmbpe_barrier_wait             ; before all have checked
     inc         r12
     jmp         .round
 .waiter_done:
-    lock inc    qword [rbx + B_FINISHED]
+    lock inc    qword [rbx + bctx.finished]
     jmp         .ret
 .waker:
-    mov         rax, [rbx + B_FINISHED]
-    cmp         rax, [rbx + B_WAITERS]
+    mov         rax, [rbx + bctx.finished]
+    cmp         rax, [rbx + bctx.waiters]
     jae         .ret
-    lea         rdi, [rbx + B_BAR + BAR_GEN]
+    lea         rdi, [rbx + bctx.bar + barrier.gen]
     mov         esi, FUTEX_WAKE
     mov         edx, 0x7FFFFFFF
     mov         eax, SYS_FUTEX
@@ -64,17 +66,17 @@ barrier_fn:
 ; status from asmbpe_parallel.  nthreads >= 2 (one of them only wakes).
 ;-----------------------------------------------------------------------------
 FUNC asmbpe_test_barrier, 2, 10, 0, n, rounds
-    sub         rsp, B_SIZE
+    sub         rsp, bctx_size
     mov         rbx, nq
-    mov         [rsp + B_ROUNDS], roundsq
+    mov         [rsp + bctx.rounds], roundsq
     lea         rax, [nq - 1]
-    mov         [rsp + B_WAITERS], rax
+    mov         [rsp + bctx.waiters], rax
     xor         eax, eax
-    mov         [rsp + B_ARRIVED], rax
-    mov         [rsp + B_ERRORS], rax
-    mov         [rsp + B_FINISHED], rax
+    mov         [rsp + bctx.arrived], rax
+    mov         [rsp + bctx.errors], rax
+    mov         [rsp + bctx.finished], rax
     mov         rdi, rsp
-    mov         rsi, [rsp + B_WAITERS]
+    mov         rsi, [rsp + bctx.waiters]
     call        asmbpe_barrier_init
     lea         rdi, [barrier_fn]
     mov         rsi, rsp
@@ -83,8 +85,8 @@ FUNC asmbpe_test_barrier, 2, 10, 0, n, rounds
     movsxd      rax, eax
     test        rax, rax
     jnz         .ret
-    mov         rax, [rsp + B_ERRORS]
+    mov         rax, [rsp + bctx.errors]
 .ret:
-    add         rsp, B_SIZE
+    add         rsp, bctx_size
     RET
 ENDFUNC

@@ -7,13 +7,18 @@
 %include "asmbpe.inc"
 
 %define NSTACKARGS      2                       ; args 6 and 7 go on the stack
-%define LOC_T0          (NSTACKARGS * 8)        ; rdtsc at the start of a sample
-%define LOC_K           (LOC_T0 + 8)            ; calls made so far
-%define LOC_PER         (LOC_K + 8)             ; calls per sample
-%define LOC_RETS        (LOC_PER + 8)           ; rets array or 0
-%define LOC_NSETS       (LOC_RETS + 8)
-%define LOC_RAX         (LOC_NSETS + 8)         ; the last call's rax
-%define FRAME           (LOC_RAX + 16)          ; 6 pushes + this: rsp % 16 == 0
+
+; asmbpe_bench_call's stack frame (6 pushes + this: rsp % 16 == 0)
+struc bench_frame
+    .args:      resq NSTACKARGS ; a[6], a[7] of the call (at rsp)
+    .t0:        resq 1          ; rdtsc at the start of a sample
+    .k:         resq 1          ; calls made so far
+    .per:       resq 1          ; calls per sample
+    .rets:      resq 1          ; rets array or 0
+    .nsets:     resq 1          ; argument sets
+    .rax:       resq 1          ; the last call's rax
+                resq 1          ; (pad)
+endstruc
 
 section .text
 
@@ -37,12 +42,12 @@ section .text
 ;-----------------------------------------------------------------------------
 FUNC asmbpe_bench_call, 6, 15, 0, fn, args, nsets, samples, per, cycles
     mov         rax, [rsp + 6 * 8 + 8]          ; rets: the 7th argument
-    sub         rsp, FRAME
-    mov         [rsp + LOC_RETS], rax
-    mov         [rsp + LOC_PER], perq
-    mov         [rsp + LOC_NSETS], nsetsq
-    mov         qword [rsp + LOC_K], 0
-    mov         qword [rsp + LOC_RAX], 0
+    sub         rsp, bench_frame_size
+    mov         [rsp + bench_frame.rets], rax
+    mov         [rsp + bench_frame.per], perq
+    mov         [rsp + bench_frame.nsets], nsetsq
+    mov         qword [rsp + bench_frame.k], 0
+    mov         qword [rsp + bench_frame.rax], 0
     mov         rbx, fnq
     mov         rbp, argsq
     mov         r12, samplesq
@@ -53,16 +58,16 @@ FUNC asmbpe_bench_call, 6, 15, 0, fn, args, nsets, samples, per, cycles
     rdtsc
     shl         rdx, 32
     or          rax, rdx
-    mov         [rsp + LOC_T0], rax
-    mov         r15, [rsp + LOC_PER]
+    mov         [rsp + bench_frame.t0], rax
+    mov         r15, [rsp + bench_frame.per]
 .call:
     mov         r11, r14
     shl         r11, 6                          ; 8 args x 8 bytes per set
     add         r11, rbp
     mov         rax, [r11 + 48]
-    mov         [rsp], rax
+    mov         [rsp + bench_frame.args], rax
     mov         rax, [r11 + 56]
-    mov         [rsp + 8], rax
+    mov         [rsp + bench_frame.args + 8], rax
     mov         rdi, [r11]
     mov         rsi, [r11 + 8]
     mov         rdx, [r11 + 16]
@@ -70,16 +75,16 @@ FUNC asmbpe_bench_call, 6, 15, 0, fn, args, nsets, samples, per, cycles
     mov         r8,  [r11 + 32]
     mov         r9,  [r11 + 40]
     call        rbx
-    mov         rcx, [rsp + LOC_RETS]
+    mov         rcx, [rsp + bench_frame.rets]
     test        rcx, rcx
     jz          .no_ret
-    mov         rdx, [rsp + LOC_K]
+    mov         rdx, [rsp + bench_frame.k]
     mov         [rcx + rdx * 8], rax
 .no_ret:
-    mov         [rsp + LOC_RAX], rax
-    inc         qword [rsp + LOC_K]
+    mov         [rsp + bench_frame.rax], rax
+    inc         qword [rsp + bench_frame.k]
     inc         r14
-    cmp         r14, [rsp + LOC_NSETS]
+    cmp         r14, [rsp + bench_frame.nsets]
     jb          .same
     xor         r14d, r14d
 .same:
@@ -89,13 +94,13 @@ FUNC asmbpe_bench_call, 6, 15, 0, fn, args, nsets, samples, per, cycles
     lfence                                      ; and nothing later starts early
     shl         rdx, 32
     or          rax, rdx
-    sub         rax, [rsp + LOC_T0]
+    sub         rax, [rsp + bench_frame.t0]
     mov         [r13], rax
     add         r13, 8
     dec         r12
     jnz         .sample
-    mov         rax, [rsp + LOC_RAX]
-    add         rsp, FRAME
+    mov         rax, [rsp + bench_frame.rax]
+    add         rsp, bench_frame_size
     RET
 ENDFUNC
 

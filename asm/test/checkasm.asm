@@ -20,11 +20,15 @@
 
 %define NSTACKARGS      4                       ; args[6] .. args[9]
 %define NCANARY         8                       ; 64 bytes of canaries
-%define CANARY0         (NSTACKARGS * 8)        ; canaries above the stack args
-%define LOC_FILL        (CANARY0 + NCANARY * 8)
-%define LOC_RET         (LOC_FILL + 8)
-%define LOC_YMM         (LOC_FILL + 16)
-%define FRAME           (LOC_FILL + 24)         ; 6 pushes + this: rsp % 16 == 0
+
+; asmbpe_checked_call's stack frame (6 pushes + this: rsp % 16 == 0)
+struc chk_frame
+    .args:      resq NSTACKARGS ; fn's stack arguments (at rsp)
+    .canary:    resq NCANARY    ; canaries right above them
+    .fill:      resq 1          ; fill
+    .ret:       resq 1          ; ret
+    .ymm:       resq 1          ; check_ymm
+endstruc
 
 section .text
 
@@ -42,21 +46,21 @@ section .text
 ; The harness puts garbage in the upper half of 32-bit arguments itself.
 ;-----------------------------------------------------------------------------
 FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
-    sub         rsp, FRAME
-    mov         [rsp + LOC_FILL], fillq
-    mov         [rsp + LOC_RET], retq
-    mov         [rsp + LOC_YMM], check_ymmq
+    sub         rsp, chk_frame_size
+    mov         [rsp + chk_frame.fill], fillq
+    mov         [rsp + chk_frame.ret], retq
+    mov         [rsp + chk_frame.ymm], check_ymmq
     mov         rax, CANARY_SEED
     xor         rax, rsp
 %assign i 0
 %rep NCANARY
-    mov         [rsp + CANARY0 + i * 8], rax
+    mov         [rsp + chk_frame.canary + i * 8], rax
     %assign i i + 1
 %endrep
 %assign i 0
 %rep NSTACKARGS                                 ; stack arguments
     mov         rax, [argsq + 48 + i * 8]
-    mov         [rsp + i * 8], rax
+    mov         [rsp + chk_frame.args + i * 8], rax
     %assign i i + 1
 %endrep
     vzeroupper                                  ; start from a clean state
@@ -76,11 +80,14 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     mov         r8,  [r11 + 32]
     mov         r9,  [r11 + 40]
     call        r10
-    mov         rcx, [rsp + LOC_RET]
+    mov         rcx, [rsp + chk_frame.ret]
     mov         [rcx], rax
-    mov         rcx, [rsp + LOC_FILL]
+    mov         rcx, [rsp + chk_frame.fill]
     xor         r8d, r8d
-%macro CHECK_REG 3                              ; reg, fill offset, bit
+; CHECK_REG reg, off, bit: r8d |= bit unless reg == [rcx + off] (rcx = fill).
+;   %1 = reg (a callee-saved register), %2 = off (its fill's offset), %3 =
+;   bit (its CHK_* bit).  Clobbers flags only.
+%macro CHECK_REG 3
     cmp         %1, [rcx + %2]
     je          %%ok
     or          r8d, %3
@@ -103,13 +110,13 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     xor         rax, rsp
 %assign i 0
 %rep NCANARY
-    cmp         [rsp + CANARY0 + i * 8], rax
+    cmp         [rsp + chk_frame.canary + i * 8], rax
     je          .canary_ok %+ i
     or          r8d, CHK_STACK
 .canary_ok %+ i:
     %assign i i + 1
 %endrep
-    cmp         qword [rsp + LOC_YMM], 0
+    cmp         qword [rsp + chk_frame.ymm], 0
     je          .done
     mov         ecx, 1
     xgetbv                                      ; XINUSE
@@ -119,7 +126,7 @@ FUNC asmbpe_checked_call, 5, 15, 0, fn, args, fill, ret, check_ymm
     vzeroupper
 .done:
     mov         eax, r8d
-    add         rsp, FRAME
+    add         rsp, chk_frame_size
     RET
 ENDFUNC
 
@@ -167,7 +174,7 @@ FUNC asmbpe_test_misbehave, 1, 1, 0, what
 .n9:
     cmp         whatd, 9
     jne         .ret
-    mov         [rsp + 8 + 8 * NSTACKARGS + 8], rax     ; a canary
+    mov         [rsp + 8 + chk_frame.canary + 8], rax  ; canary 1 (+8: return address)
 .ret:
     mov         eax, 42
     RET
