@@ -46,7 +46,7 @@ section .text
 %define cm_len       rdx   ; the chunk's length
 %define cm_lenb      dl    ; (cm_len, 8-bit)
 %define cm_mask      r9    ; mask_tab + 64 - length: keeps its bytes
-PROC chunk_miss
+PROC chunk_miss, 64
     push        rdi
     push        rsi
     push        rdx
@@ -117,7 +117,7 @@ ENDPROC
 %define rm_nb        cl    ; (rm_n, 8-bit)
 %define rm_lend      edx   ; (kept) its length
 %define rm_first     r9    ; (kept) its first id
-PROC run_memo
+PROC run_memo, 64
     movzx       rm_byte, byte [rsi]
     vmovd       xmm0, rm_byte
     vpbroadcastb ymm0, xmm0

@@ -39,7 +39,7 @@ endstruc                                        ; (5 pushes + ret + 24: aligned)
 %define lp_atd       edi   ; (lp_at, 32-bit)
 %define lp_r         esi   ; its pair's rank, then the new id (256 + rank)
 %define lp_rw        si    ; (lp_r, 16-bit)
-PROC long_path
+PROC long_path, 64
     SAVE        rbp, r12, r13, r14, r15
     sub         rsp, lp_frame_size
     mov         [rsp + lp_frame.w], rdi

@@ -84,7 +84,7 @@ section .text
 %define sp_new       r15d  ; 1: id[j] is new this round
 %define sp_rk        r15   ; (a lookup) the rank found
 %define sp_rkd       r15d  ; (sp_rk, 32-bit)
-PROC short_path
+PROC short_path, 64
     push        rbp
     push        r13
     push        r14
@@ -373,6 +373,7 @@ endstruc
   %undef V
 %endmacro
 
+align 64
 short16:
     push        rbx
     push        r12

@@ -146,7 +146,7 @@ endstruc
 %define ew_entb      r8b   ; (ew_ent, 8-bit)
 %define ew_cache     rdi   ; (pass 1) the cache
 %define ew_seed      r10   ; (pass 1) the whole-token table
-PROC enc_worker
+PROC enc_worker, 64
     SAVE        rbx, rbp, r12, r13, r14, r15
     sub         rsp, ew_frame_size
     mov         ew_job, rdi

@@ -108,3 +108,9 @@ def test_installed_wheel_runs_from_elsewhere(dists, tmp_path):
     r = subprocess.run([str(asmbpe), "decode", "in.tok", "-t", "t.bin"], capture_output=True, **run)
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"<|bos|>" + text              # one document, after its <|bos|>
+
+    # checkasm needs the test library, which only a source checkout builds: one line
+    r = subprocess.run([str(asmbpe), "check"], capture_output=True, text=True, **run)
+    assert r.returncode == 1 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.startswith("asmbpe: error: the test library is not built"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -33,8 +33,10 @@ from .common import (CONTEXT, _SEPARATOR, _check_output, _check_threads, _fail,
 def check(seed, pattern, bench, bench_only, save, baseline, samples):
     """Check the assembly functions against their Python twins (checkasm); with --bench,
     time them in cycles, and compare with a saved baseline."""
+    from .._lib import checkasm_lib
     from ..dev.checkasm import run_checks
 
+    checkasm_lib()      # the test library of a source checkout (not in a wheel): say so once
     extra = {k: v for k, v in dict(save=save, baseline=baseline, bench_only=bench_only,
                                    samples=samples).items() if v}
     if baseline or save:
