@@ -13,6 +13,10 @@ apostrophe prefix). tiktoken's fancy-regex and tokenizers' Oniguruma fold the sa
 as `regex` (tests/test_twin.py checks both when installed). No other code point folds
 to one of the contraction letters s d m t l v e r.
 
+The exact pre-tokenizers (SPEC §10: nanochat, cl100k, o200k, gpt2) have their oracle in
+`pattern_split`: the published pattern string (`harness.dev.pretok_twin.PATTERNS`) run by
+the `regex` module; `harness.dev.pretok_twin` is held to it.
+
 `regex` is imported lazily, so `harness` imports without it.
 """
 
@@ -25,6 +29,7 @@ from ..pattern import LX, LX_LITERAL, ORACLE_PATTERN, ORACLE_PATTERN_LITERAL, SP
 __all__ = [
     "LX", "LX_LITERAL", "SP", "ORACLE_PATTERN", "ORACLE_PATTERN_LITERAL",
     "compiled", "compiled_literal", "oracle_split", "oracle_split_bytes",
+    "compiled_pattern", "pattern_split",
 ]
 
 
@@ -58,3 +63,24 @@ def oracle_split_bytes(data: bytes) -> list[bytes]:
     data is not valid UTF-8."""
     text = bytes(data).decode("utf-8", errors="strict")
     return [chunk.encode("utf-8") for chunk in oracle_split(text)]
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_pattern(pattern: str):
+    """The published pattern string of an exact pre-tokenizer (a key of
+    harness.dev.pretok_twin.PATTERNS: nanochat, cl100k, o200k, gpt2), compiled with the
+    `regex` module (cached)."""
+    import regex
+
+    from .pretok_twin import PATTERNS
+
+    return regex.compile(PATTERNS[pattern])
+
+
+def pattern_split(data: bytes, pattern: str) -> list[bytes]:
+    """Chunks of UTF-8 data according to the exact pre-tokenizer `pattern`'s regex (SPEC
+    §10), run on the decoded text; raises UnicodeDecodeError if data is not valid UTF-8."""
+    text = bytes(data).decode("utf-8", errors="strict")
+    chunks = compiled_pattern(pattern).findall(text)
+    assert "".join(chunks) == text, "oracle chunks do not tile the text"
+    return [chunk.encode("utf-8") for chunk in chunks]
