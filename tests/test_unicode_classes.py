@@ -149,10 +149,15 @@ def test_table_equals_regex_but_the_listed(cls, mask):
         expected[cp] = theirs
     members = {_cp(m.start()) for m in regex.finditer(cls, all_code_points_text())}
     want = {cp for cp in range(MAX_CP + 1) if expected[cp] & mask}
-    assert members == want, (
+    # a regex module newer than the one docs/UNICODE.md was made with knows code points
+    # assigned after it (CI installs the newest): those may differ, where tiktoken's
+    # version has them unassigned; an assigned code point that differs unlisted fails
+    t, listed = table(), listed_differences()
+    newer = {cp for cp in members ^ want if t[cp] == 0 and cp not in listed}
+    assert (members ^ want) <= newer, (
         f"{cls}: the regex module differs from the table beyond docs/UNICODE.md's list "
         f"(a newer regex module? rerun tools/gen_unicode.py --diff-regex): "
-        + " ".join(f"U+{cp:04X}" for cp in sorted(members ^ want)[:20])
+        + " ".join(f"U+{cp:04X}" for cp in sorted((members ^ want) - newer)[:20])
     )
 
 
