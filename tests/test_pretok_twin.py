@@ -32,6 +32,7 @@ regex = pytest.importorskip("regex")
 from harness.dev import pretok_twin as twin  # noqa: E402
 from harness.dev import unicode_classes as uc  # noqa: E402
 from harness.dev.oracle import compiled_pattern, pattern_split  # noqa: E402
+from split_util import first_difference  # noqa: E402
 
 PATTERN_NAMES = ("nanochat", "cl100k", "o200k", "gpt2")
 
@@ -59,17 +60,6 @@ def disagree() -> frozenset[str]:
     return frozenset(chr(c) for c, b in regex_classes().items() if b != uc.classes(c))
 
 
-def first_difference(got: list[bytes], want: list[bytes], data: bytes) -> str | None:
-    if got == want:
-        return None
-    k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    offset = sum(len(c) for c in got[:k])
-    return (
-        f"first difference at chunk {k}, byte {offset}:\n"
-        f"  context: {data[max(0, offset - 40):offset + 40]!r}\n"
-        f"  twin:    {got[max(0, k - 2):k + 3]!r}\n"
-        f"  oracle:  {want[max(0, k - 2):k + 3]!r}"
-    )
 
 
 def check_tiling(data: bytes, pattern: str) -> list[bytes]:

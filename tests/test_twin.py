@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 regex = pytest.importorskip("regex")
 
 from harness.dev import twin  # noqa: E402
+from split_util import first_difference  # noqa: E402
 from harness.dev.oracle import (  # noqa: E402
     ORACLE_PATTERN,
     ORACLE_PATTERN_LITERAL,
@@ -42,18 +43,6 @@ def spec_split_via_oracle(text: str) -> list[bytes]:
     return [chunk.encode("utf-8") for chunk in oracle_split(text)]
 
 
-def first_difference(got: list[bytes], want: list[bytes], data: bytes) -> str | None:
-    """None if equal, else a short description of the first differing chunk."""
-    if got == want:
-        return None
-    k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    offset = sum(len(c) for c in got[:k])
-    return (
-        f"first difference at chunk {k}, byte {offset}:\n"
-        f"  context: {data[max(0, offset - 40):offset + 40]!r}\n"
-        f"  twin:    {got[max(0, k - 2):k + 3]!r}\n"
-        f"  oracle:  {want[max(0, k - 2):k + 3]!r}"
-    )
 
 
 def check_against_oracle(text: str) -> None:
