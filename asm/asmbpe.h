@@ -37,16 +37,28 @@ uint32_t asmbpe_cpu_flags(void);
  * Reads up to 7 bytes before a and b (the front padding) when n < 8. */
 int asmbpe_memeq(const void *a, const void *b, size_t n);
 
-/* pretok.asm: end offset of the SPEC §3 chunk of text[0, len) that starts at
- * the chunk boundary pos; len when pos >= len. */
-size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos);
+/* The pre-tokenizers (SPEC §3 and §10), by the id tokenizer.bin stores. */
+enum {
+    ASMBPE_PRETOK_SEED = 1,         /* SPEC §3: byte-level classes */
+    ASMBPE_PRETOK_NANOCHAT = 2,     /* SPEC §10: exact Unicode classes */
+    ASMBPE_PRETOK_CL100K = 3,
+    ASMBPE_PRETOK_O200K = 4,
+    ASMBPE_PRETOK_GPT2 = 5,
+};
 
-/* pretok.asm: split text[pos, len) into chunks, writing up to cap chunk end
- * offsets to out; returns how many were written.  Fewer than cap: the text is
- * done.  Exactly cap: continue with pos = out[cap - 1].  out[n..cap) may be
- * overwritten (scratch). */
+/* pretok.asm: end offset of the chunk of text[0, len) under pre-tokenizer
+ * pretok that starts at the chunk boundary pos; len when pos >= len;
+ * (size_t)ASMBPE_EINVAL for an unknown pretok. */
+size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos,
+                          uint64_t pretok);
+
+/* pretok.asm: split text[pos, len) into chunks with pre-tokenizer pretok,
+ * writing up to cap chunk end offsets to out; returns how many were written.
+ * Fewer than cap: the text is done.  Exactly cap: continue with
+ * pos = out[cap - 1].  out[n..cap) may be overwritten (scratch).
+ * ASMBPE_EINVAL for an unknown pretok. */
 int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
-                             uint64_t *out, size_t cap);
+                             uint64_t *out, size_t cap, uint64_t pretok);
 
 /* ---- training (SPEC §4) ---------------------------------------------------- */
 
@@ -64,12 +76,14 @@ int64_t asmbpe_wordtab_size(const asmbpe_wordtab *t);   /* unique words */
 int64_t asmbpe_wordtab_key_bytes(const asmbpe_wordtab *t);
 uint64_t asmbpe_wordtab_total(const asmbpe_wordtab *t); /* chunks counted */
 
-/* count.asm: add the chunks of documents text[doc_ends[i-1], doc_ends[i])
- * (the first starting at 0) of at most max_word_bytes bytes (0: no limit) to t,
- * on `threads` threads.  Returns the unique words in t, or a negative status. */
+/* count.asm: add the chunks (pre-tokenizer pretok) of documents
+ * text[doc_ends[i-1], doc_ends[i]) (the first starting at 0) of at most
+ * max_word_bytes bytes (0: no limit) to t, on `threads` threads.  Returns the
+ * unique words in t, or a negative status (ASMBPE_EINVAL: threads, pretok). */
 int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
                            const uint64_t *doc_ends, uint64_t n_docs,
-                           uint64_t threads, uint64_t max_word_bytes);
+                           uint64_t threads, uint64_t max_word_bytes,
+                           uint64_t pretok);
 
 /* wordtab.asm: every word of t, in table order: bytes concatenated (key_bytes of
  * them), end offsets and counts (size entries each).  Returns the words. */
@@ -165,7 +179,8 @@ void asmbpe_enc_stats(const asmbpe_enc *e, uint64_t tid, uint64_t *out);
  * hold doc_ends[n_docs - 1] + n_docs ids; it receives every document's ids in
  * order, counts[i] of them for document i.  flags: ASMBPE_ENC_BOS puts
  * <|bos|> (id 256 + n_merges) first in each document; ASMBPE_ENC_NOCACHE
- * bypasses the chunk caches; ASMBPE_ENC_PROFILE keeps the cycle counters of
+ * bypasses the chunk caches; id << ASMBPE_ENC_PRETOK_SHIFT names the
+ * pre-tokenizer (0 there: seed); ASMBPE_ENC_PROFILE keeps the cycle counters of
  * asmbpe_enc_stats; ASMBPE_ENC_CLAIMS skips the final move into order (for a
  * caller that copies the ids out anyway): the threads claim runs of documents.
  * Thread 0 takes its runs from the front: documents 0..f-1, their ids one after
@@ -182,6 +197,8 @@ enum {
     ASMBPE_ENC_NOCACHE = 2,
     ASMBPE_ENC_PROFILE = 4,
     ASMBPE_ENC_CLAIMS = 8,
+    ASMBPE_ENC_PRETOK_SHIFT = 24,   /* bits 24-31: the pre-tokenizer id
+                                       (0: seed) */
 };
 int64_t asmbpe_encode(asmbpe_enc *e, const uint8_t *text,
                       const uint64_t *doc_ends, uint64_t n_docs,

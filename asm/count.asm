@@ -31,8 +31,13 @@ struc cctx
     .maxw:      resq 1          ; max word bytes (0: no limit -> all ones)
     .total:     resq 1          ; bytes of text
     .status:    resq 1          ; 0 or a negative status set by a worker
+    .pretok:    resq 1          ; the pre-tokenizer id (asmbpe_split_offsets)
+                resq 1          ; (pad: calls aligned)
     .tables:    resq MAX_THREADS    ; per-thread table pointers
 endstruc
+%if (cctx_size + 7 * 8) % 16
+    %error "cctx: 6 pushes + the return address + cctx must keep calls aligned"
+%endif
 
 %define CW_BUF      4096        ; chunk ends per split call
 
@@ -145,6 +150,7 @@ count_worker:
     mov         rdx, [rsp + cw_frame.pos]
     mov         rcx, rsp
     mov         r8d, CW_BUF
+    mov         r9, [cw_ctx + cctx.pretok]
     call        asmbpe_split_offsets
     mov         [rsp + cw_frame.n], rax
     lea         cw_lim, [rsp + rax * 8]         ; end of the chunk ends
@@ -246,14 +252,15 @@ count_worker:
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
 ;                            const uint64_t *doc_ends, uint64_t n_docs,
-;                            uint64_t threads, uint64_t max_word_bytes)
+;                            uint64_t threads, uint64_t max_word_bytes,
+;                            uint64_t pretok)
 ;
 ; Splits documents text[doc_ends[i-1], doc_ends[i]) (the first starts at 0)
-; into chunks (SPEC §3) and adds each chunk of at most max_word_bytes bytes
+; into chunks with pre-tokenizer `pretok` (ASMBPE_PRETOK_*) and adds each chunk of at most max_word_bytes bytes
 ; (0: no limit) to t.  Threads each count the documents that start in their
 ; share of the bytes into their own table; the tables are then merged into t.
 ; Returns the unique words in t, or ASMBPE_EINVAL (threads 0 or more than
-; MAX_THREADS), ASMBPE_ENOMEM, ASMBPE_ETHREAD.  text has SPEC §2 padding.
+; MAX_THREADS, an unknown pretok), ASMBPE_ENOMEM, ASMBPE_ETHREAD.  text has SPEC §2 padding.
 ;-----------------------------------------------------------------------------
 %define cn_t        rbx         ; t
 %define cn_nth      r12         ; threads
@@ -262,14 +269,19 @@ count_worker:
 %define cn_tab      r14         ; its table
 %define cn_slot     r15         ; its slot being merged
 %define cn_send     rbp         ; end of its slots
-FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
-    sub         rsp, cctx_size                  ; 6 pushes + cctx_size: aligned
+FUNC asmbpe_count_words, 7, 15, 0, t, text, ends, ndocs, threads, maxw, pretok
+    STACK_ALLOC cctx_size                       ; 6 pushes + cctx_size: aligned
     mov         cn_t, tq
     mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
     test        threadsq, threadsq
     jz          .ret
     cmp         threadsq, MAX_THREADS
     ja          .ret
+    mov         r10, pretokm
+    lea         r11, [r10 - PRETOK_MIN]
+    cmp         r11, PRETOK_MAX - PRETOK_MIN
+    ja          .ret                            ; no such pre-tokenizer
+    mov         [rsp + cctx.pretok], r10
     mov         [rsp + cctx.text], textq
     mov         [rsp + cctx.ends], endsq
     mov         [rsp + cctx.ndocs], ndocsq
@@ -357,7 +369,7 @@ FUNC asmbpe_count_words, 6, 15, 0, t, text, ends, ndocs, threads, maxw
 .ret_status:
     movsxd      rax, eax
 .ret:
-    add         rsp, cctx_size
+    STACK_FREE  cctx_size
     RET
 ENDFUNC
 %undef  cn_t

@@ -26,24 +26,29 @@ section .text
 ;
 ; Encodes documents text[doc_ends[i-1], doc_ends[i]) (the first from 0) on
 ; `threads` threads.  flags: ASMBPE_ENC_BOS puts <|bos|> (id 256 + n_merges)
-; before each document; ASMBPE_ENC_NOCACHE bypasses the chunk cache.  out
+; before each document; ASMBPE_ENC_NOCACHE bypasses the chunk cache; bits
+; 24-31 name the pre-tokenizer (ASMBPE_ENC_PRETOK(id); 0: seed).  out
 ; must hold doc_ends[n_docs - 1] + n_docs ids; on return it holds every
 ; document's ids in order, counts[i] of them for document i.  With
 ; ASMBPE_ENC_CLAIMS (see asmbpe.h) the ids stay where the threads wrote
 ; them, thread 0's from front (NULL: out); front is not read without it.
-; Returns the ids written, or ASMBPE_EINVAL / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
+; Returns the ids written, or ASMBPE_EINVAL (threads, an unknown pre-tokenizer)
+; / ASMBPE_ENOMEM / ASMBPE_ETHREAD.
 ; Not for two calls at once on one encoder (the threads' caches are shared).
 ;-----------------------------------------------------------------------------
 struc en_frame                                  ; asmbpe_encode_impl's frame
     .job:       resb job_size                   ; the job (at rsp: its pointer)
-                resq 1                          ; (calls aligned)
+%if (job_size + 7 * 8) % 16                     ; (calls aligned: 6 pushes and
+                resq 1                          ; the return address above)
+%endif
 endstruc
 %if en_frame.job != 0
     %error "en_frame: the job must be at rsp"
 %endif
 
 FUNC asmbpe_encode, 6, 6, 0, e, text, ends, ndocs, threads, flags
-    and         flagsq, EF_PUBLIC
+    mov         eax, EF_PUBLIC                  ; (zero-extended: over imm32)
+    and         flagsq, rax
     jmp         asmbpe_encode_impl              ; (nothing pushed: the stack
 ENDFUNC                                         ; arguments are where they were)
 
@@ -71,6 +76,15 @@ FUNC asmbpe_encode_impl, 9, 15, 0, e, text, ends, ndocs, threads, flags, out, co
     jz          .ret
     cmp         threadsq, MAX_THREADS
     ja          .ret
+    mov         r11, flagsq                     ; the pre-tokenizer (bits
+    shr         r11, EF_PRETOK_SHIFT            ; 24-31; 0: seed, as before
+    and         r11d, 0xFF                      ; the field existed)
+    jnz         .pretok_given
+    mov         r11d, PRETOK_SEED
+.pretok_given:
+    cmp         r11d, PRETOK_MAX
+    ja          .ret
+    mov         [rsp + en_frame.job + job.pretok], r11
     xor         eax, eax
     test        ndocsq, ndocsq
     jz          .ret
@@ -247,7 +261,8 @@ ENDFUNC
 ; across calls), so the documents are never packed into one text.
 ;-----------------------------------------------------------------------------
 FUNC asmbpe_encode_docs, 6, 6, 0, e, docs, ends, ndocs, threads, flags
-    and         flagsq, EF_PUBLIC
+    mov         eax, EF_PUBLIC                  ; (zero-extended: over imm32)
+    and         flagsq, rax
     or          flagsq, EF_DOCPTRS
     jmp         asmbpe_encode_impl
 ENDFUNC

@@ -270,7 +270,8 @@ PROC enc_worker, 64
     mov         rdx, [rsp + ew_frame.pos]
     mov         rcx, rsp                        ; (ew_frame.ends)
     mov         r8, (1 << 63) | EW_BUF          ; (bit 63: stop short of a
-    call        asmbpe_split_offsets            ; window that would not fit)
+    mov         r9, [ew_job + job.pretok]       ; window that would not fit)
+    call        asmbpe_split_offsets
     mov         [rsp + ew_frame.n], rax
     add         [ew_ts + tstate.chunks], rax
     PROF_ADD    ew_frame.t1, tstate.cyc_pretok

@@ -6,6 +6,9 @@
 %define PRETOK_TABLE_HERE
 %include "pretok.inc"
 
+extern asmbpe_split_exact
+extern asmbpe_pretok_next_exact
+
 section .rodata align=64
 
 ; class table, built at assembly time: one entry per lead byte (see pretok.inc)
@@ -61,14 +64,28 @@ asmbpe_pretok_vconst:
 section .text
 
 ;-----------------------------------------------------------------------------
-; size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos)
+; size_t asmbpe_pretok_next(const uint8_t *text, size_t len, size_t pos,
+;                           uint64_t pretok)
 ;
 ; End offset of the chunk that starts at pos (pos < result <= len); len when
-; pos >= len.  pos must be a chunk boundary (0 or a previous result).
-; In: rdi, rsi, rdx.  Out: rax.  Reads up to 31 bytes of the padding after
-; text + len.  Clobbers rcx, rdx, r8-r11, ymm0, ymm1, ymm13-15.
+; pos >= len.  pos must be a chunk boundary (0 or a previous result).  pretok:
+; ASMBPE_PRETOK_* (an unknown id: ASMBPE_EINVAL, as size_t).
+; In: rdi, rsi, rdx, rcx.  Out: rax.  Reads up to 31 bytes of the padding
+; after text + len.  Clobbers rcx, rdx, r8-r11, ymm0, ymm1, ymm13-15 (the
+; exact pre-tokenizers: see asmbpe_pretok_next_exact).
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_pretok_next, 3, 3, 1, text, len, pos
+FUNC asmbpe_pretok_next, 4, 4, 0, text, len, pos, pretok
+    cmp         pretokq, PRETOK_SEED
+    je          pretok_next_seed
+    lea         rax, [pretokq - PRETOK_NANOCHAT]
+    cmp         rax, PRETOK_MAX - PRETOK_NANOCHAT
+    jbe         asmbpe_pretok_next_exact
+    mov         rax, ASMBPE_EINVAL
+    RET
+ENDFUNC
+
+HIDDEN
+FUNC pretok_next_seed, 3, 3, 1, text, len, pos
     mov         rax, lenq
     cmp         posq, lenq
     jae         .ret
@@ -85,7 +102,25 @@ ENDFUNC
 
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_split_offsets(const uint8_t *text, size_t len, size_t pos,
-;                              uint64_t *out, size_t cap)
+;                              uint64_t *out, size_t cap, uint64_t pretok)
+;
+; Splits text[pos, len) with pre-tokenizer pretok (ASMBPE_PRETOK_*): the seed
+; below (split_seed), the exact ones in pretok_exact.asm (asmbpe_split_exact,
+; the same contract).  An unknown pretok: ASMBPE_EINVAL.  In: rdi, rsi, rdx,
+; rcx, r8, r9.  Pushes nothing: jumps to the one it names.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_split_offsets, 6, 6, 0, text, len, pos, out, cap, pretok
+    cmp         pretokq, PRETOK_SEED
+    je          split_seed
+    lea         rax, [pretokq - PRETOK_NANOCHAT]
+    cmp         rax, PRETOK_MAX - PRETOK_NANOCHAT
+    jbe         asmbpe_split_exact
+    mov         rax, ASMBPE_EINVAL
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; split_seed: asmbpe_split_offsets for the seed (SPEC §3).
 ;
 ; Splits text[pos, len) into chunks and writes their end offsets (from text)
 ; to out[0..n), stopping after cap of them.  Returns n.  n < cap means the
@@ -119,7 +154,8 @@ endstruc
 ; and a red-zone slot below PRETOK_WINDOW's (struc wrz, pretok.inc)
 %define SL_UNTIL rsp - 40                       ; chunk by chunk until here
 
-FUNC asmbpe_split_offsets, 5, 15, 1, text, len, pos, out, cap
+HIDDEN
+FUNC split_seed, 5, 15, 1, text, len, pos, out, cap
     sub         rsp, so_frame_size
     xor         eax, eax
     btr         capq, 63                        ; bit 63: stop short (the

@@ -25,7 +25,7 @@ def offsets_of(buf: Padded, block: int = _BLOCK) -> np.ndarray:
     L = lib()
     while pos < n:
         out = np.empty(cap, dtype=np.uint64)
-        got = L.asmbpe_split_offsets(buf.ptr, n, pos, ffi.from_buffer("uint64_t[]", out), cap)
+        got = L.asmbpe_split_offsets(buf.ptr, n, pos, ffi.from_buffer("uint64_t[]", out), cap, 1)
         if got < 0:
             raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
         parts.append(out[:got])

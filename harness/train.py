@@ -292,7 +292,7 @@ class WordTable:
 
     def _count_packed(self, ptr, ends: np.ndarray, threads: int, max_word_bytes: int) -> None:
         got = lib().asmbpe_count_words(self.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
-                                       len(ends), threads, max_word_bytes)
+                                       len(ends), threads, max_word_bytes, 1)
         if got < 0:
             raise TrainError(f"counting words failed: {_status(got)}", int(got))
 

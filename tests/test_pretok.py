@@ -106,7 +106,7 @@ def _asm_offsets_per_document(docs: list[bytes]) -> list[list[int]]:
     L = lib()
     result = []
     for i, d in enumerate(docs):
-        n = L.asmbpe_split_offsets(buf.ptr + int(starts[i]), len(d), 0, op, len(out))
+        n = L.asmbpe_split_offsets(buf.ptr + int(starts[i]), len(d), 0, op, len(out), 1)
         result.append(out[:n].tolist())
     return result
 

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
 
     def run(threads):
         t = L.asmbpe_wordtab_new()
-        assert L.asmbpe_count_words(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends), 1, threads, 256) > 0
+        assert L.asmbpe_count_words(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends), 1, threads, 256, 1) > 0
         merges = np.zeros(300, np.uint32)
         counts = np.zeros(300, np.uint64)
         stats = np.zeros(32, np.uint64)

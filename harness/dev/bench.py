@@ -103,10 +103,10 @@ def _asm_runner(docs: list[bytes]):
     def run() -> int:
         chunks = 0
         for ptr, n in jobs:
-            got = split(ptr, n, 0, out_ptr, OUT_CAP)
+            got = split(ptr, n, 0, out_ptr, OUT_CAP, 1)
             chunks += got
             while got == OUT_CAP:                 # full: continue after the last chunk
-                got = split(ptr, n, int(out[OUT_CAP - 1]), out_ptr, OUT_CAP)
+                got = split(ptr, n, int(out[OUT_CAP - 1]), out_ptr, OUT_CAP, 1)
                 chunks += got
             if got < 0:
                 raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")

@@ -254,7 +254,7 @@ def check_split_offsets(ctx: Ctx) -> None:
             case = f"{name}, {anchor}-anchored, align {align if align is not None else (arena_off(ptr) % 64)}"
             ctx.on(case)
             full, out = out_array(max(n, 1))
-            got = ctx.call("asmbpe_split_offsets", ptr, n, 0, ffi.from_buffer("uint64_t[]", out), max(n, 1))
+            got = ctx.call("asmbpe_split_offsets", ptr, n, 0, ffi.from_buffer("uint64_t[]", out), max(n, 1), 1)
             asm = out[:got].tolist()
             if asm != ref:
                 ctx.fail(f"asmbpe_split_offsets: {case}: {first_difference(asm, ref)}; "
@@ -282,7 +282,7 @@ def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], na
     while True:
         full, out = out_array(cap)
         got = ctx.call("asmbpe_split_offsets", ptr, len(data), pos, ffi.from_buffer("uint64_t[]", out),
-                       cap | (1 << 63 if short else 0))
+                       cap | (1 << 63 if short else 0), 1)
         if not margins_intact(full, cap) or got > cap:
             ctx.fail(f"asmbpe_split_offsets: {name}: cap {cap}: wrote outside out[0..cap)")
             return
@@ -327,13 +327,13 @@ def check_pretok_next(ctx: Ctx) -> None:
         fn = ctx.L.asmbpe_pretok_next
         while pos < n:
             # the first chunks through the trampoline, the rest directly (speed)
-            nxt = ctx.call("asmbpe_pretok_next", ptr, n, pos) if len(asm) < 64 else fn(ptr, n, pos)
+            nxt = ctx.call("asmbpe_pretok_next", ptr, n, pos, 1) if len(asm) < 64 else fn(ptr, n, pos, 1)
             if not pos < nxt <= n:
                 ctx.fail(f"asmbpe_pretok_next: {case}: from {pos} returned {nxt}")
                 break
             asm.append(nxt)
             pos = nxt
-        if ctx.call("asmbpe_pretok_next", ptr, n, n) != n:
+        if ctx.call("asmbpe_pretok_next", ptr, n, n, 1) != n:
             ctx.fail(f"asmbpe_pretok_next: {case}: pos == len must return len")
         if asm != ref:
             ctx.fail(f"asmbpe_pretok_next: {case}: {first_difference(asm, ref)}; "
@@ -410,7 +410,7 @@ def _asm_count(ctx: Ctx, arena: GuardedArena, docs: list[bytes], threads: int, m
         ctx.fail(f"asmbpe_wordtab_new: {case}: returned NULL")
         return None
     n = ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", out),
-                 len(docs), threads, maxw)
+                 len(docs), threads, maxw, 1)
     n = n - (1 << 64) if n >> 63 else n
     if n < 0:
         ctx.fail(f"asmbpe_count_words: {case}: status {n}")
@@ -462,7 +462,7 @@ def check_count_words(ctx: Ctx) -> None:
     tab = ctx.call("asmbpe_wordtab_new")
     ptr, _ = arena.place(b"abc", "end")
     ends = np.array([3], dtype=np.uint64)
-    st = ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends), 1, 0, 256)
+    st = ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends), 1, 0, 256, 1)
     if st != (1 << 64) - 1:
         ctx.fail(f"asmbpe_count_words: threads 0 gave {st}, want ASMBPE_EINVAL")
     ctx.call("asmbpe_wordtab_free", tab)
@@ -490,7 +490,7 @@ def check_train(ctx: Ctx) -> None:
             ctx.on(case)
             tab = ctx.call("asmbpe_wordtab_new")
             ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends),
-                     len(docs), threads, 256)
+                     len(docs), threads, 256, 1)
             merges32 = np.zeros(n_merges + 32, dtype=np.uint32)
             stats = np.zeros(64, dtype=np.uint64)
             c_full, counts = out_array(n_merges)

@@ -153,7 +153,7 @@ class Env:
             buf, ends = self.docs(k, n)
             t = self.L.asmbpe_wordtab_new()
             self.L.asmbpe_count_words(t, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
-                                      len(ends), 1, 256)
+                                      len(ends), 1, 256, 1)
             self._tables[key] = t
         return self._tables[key]
 
@@ -206,7 +206,7 @@ def bench_pretok_next(env: Env) -> list[Case]:
         bufs.append(buf)
         ends = [int(e) for e in split_offsets(data)]
         for s in [0] + ends[:-1]:
-            sets.append([_ptr(buf.ptr), len(data), s])
+            sets.append([_ptr(buf.ptr), len(data), s, 1])
         total += len(data)
     return [Case("asmbpe_pretok_next (per chunk)", "asmbpe_pretok_next", sets,
                  round(total / len(sets)), 16, keep=bufs)]
@@ -217,7 +217,7 @@ def bench_split_offsets(env: Env) -> list[Case]:
     n = 1 << 16
     bufs = [Padded(env.slice(k, n)) for k in range(2)]
     out = np.zeros(n, dtype=np.uint64)
-    sets = [[_ptr(b.ptr), n, 0, _ptr(out), n] for b in bufs]
+    sets = [[_ptr(b.ptr), n, 0, _ptr(out), n, 1] for b in bufs]
     return [Case(f"asmbpe_split_offsets {n >> 10} KB", "asmbpe_split_offsets", sets, n,
                  keep=[bufs, out])]
 
