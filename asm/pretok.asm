@@ -60,6 +60,10 @@ asmbpe_pretok_vconst:
     times 32 db 0x0A
     times 32 db 0x0D
     times 32 db 4
+%if $ - asmbpe_pretok_vconst != VC_M3
+    %error "asmbpe_pretok_vconst: VC_M3 is not where pretok.inc says"
+%endif
+    dq 0x9249249249249249                   ; every third bit, from bit 0
 
 section .text
 
@@ -144,94 +148,7 @@ ENDFUNC
 ; 31 bytes past text + len.  Clobbers rcx, rdx, rsi, r8-r11, ymm0-ymm15;
 ; saves rbx, rbp, r12-r15; uses the red zone.
 ;-----------------------------------------------------------------------------
-; the stack frame (6 pushes + this: rsp % 16 == 0)
-struc so_frame
-    .buf:       resq 64         ; a window's ends, when out has no room
-    .out:       resq 1          ; out's place meanwhile
-    .part:      resq 1          ; 1: bit 63 of cap was set
-                resq 1          ; (pad)
-endstruc
-; and a red-zone slot below PRETOK_WINDOW's (struc wrz, pretok.inc)
-%define SL_UNTIL rsp - 40                       ; chunk by chunk until here
-
 HIDDEN
 FUNC split_seed, 5, 15, 1, text, len, pos, out, cap
-    sub         rsp, so_frame_size
-    xor         eax, eax
-    btr         capq, 63                        ; bit 63: stop short (the
-    setc        al                              ; encoder's batches)
-    mov         [rsp + so_frame.part], rax
-    mov         r9, outq
-    lea         r11, [textq + lenq]             ; endp
-    lea         r10, [textq + posq]             ; cur
-    xor         eax, eax
-    cmp         posq, lenq
-    jae         .ret
-    test        capq, capq
-    jz          .ret
-    PRETOK_LOAD_CONSTANTS
-    PRETOK_LOAD_WINDOW_CONSTANTS
-    PRETOK_LOAD_TABLE rbp
-    lea         rsi, [r9 + capq * 8]            ; end of out
-    mov         r8, r9                          ; out, kept: rcx is a temp
-    mov         [SL_UNTIL], r10
-    align 16
-.next:
-    lea         rax, [r10 + 64]
-    cmp         rax, r11
-    ja          .one                            ; under 64 bytes left
-    cmp         r10, [SL_UNTIL]
-    jb          .one
-    mov         rax, rsi
-    sub         rax, r9
-    cmp         rax, 64 * 8
-    jb          .window_short                   ; out too full for a window
-    PRETOK_WINDOW r10, textq, r9, .window_failed
-    jmp         .stored
-.window_short:                                  ; the window into so_frame.buf,
-    cmp         qword [rsp + so_frame.part], 0  ; then as many ends as fit
-    jne         .count                          ; (bit 63 of cap: stop)
-    mov         [rsp + so_frame.out], r9
-    lea         r9, [rsp + so_frame.buf]
-    PRETOK_WINDOW r10, textq, r9, .short_failed
-    lea         rcx, [rsp + so_frame.buf]
-    sub         r9, rcx                         ; bytes of ends (> 0)
-    mov         rcx, r9
-    mov         r9, [rsp + so_frame.out]
-    mov         rax, rsi
-    sub         rax, r9                         ; room (> 0)
-    cmp         rcx, rax
-    cmova       rcx, rax                        ; cut: out is full, so the
-    xor         edx, edx                        ; caller resumes at its last
-.short_end:
-    mov         rax, [rsp + so_frame.buf + rdx]
-    mov         [r9 + rdx], rax
-    add         rdx, 8
-    cmp         rdx, rcx
-    jb          .short_end
-    add         r9, rcx
-    jmp         .stored
-.short_failed:
-    mov         r9, [rsp + so_frame.out]
-.window_failed:
-    lea         rax, [r10 + 64]
-    mov         [SL_UNTIL], rax
-.one:
-    PRETOK_CHUNK r10, r11, rbx, rbp
-    mov         rax, r10
-    sub         rax, textq
-    mov         [r9], rax
-    add         r9, 8
-.stored:
-    cmp         r10, r11
-    jae         .count
-    cmp         r9, rsi
-    jb          .next
-.count:
-    mov         rax, r9
-    sub         rax, r8
-    shr         rax, 3
-.ret:
-    add         rsp, so_frame_size
-    RET
+    SPLIT_BODY  SEED_ONE, PRETOK_LOAD_TABLE, 2
 ENDFUNC
