@@ -243,32 +243,61 @@ def _split_cases(ctx: Ctx) -> Iterator[tuple[str, bytes]]:
         yield f"random #{k} (len {n})", random_text(ctx.rng, n)
 
 
-@register("asmbpe_split_offsets")
-def check_split_offsets(ctx: Ctx) -> None:
+# The pre-tokenizers: (id, the twin's split_offsets) by the name the checks carry.
+# The seed's entries keep their plain names; the exact ones (SPEC §10) are
+# asmbpe_split_offsets:nanochat etc., with harness.dev.pretok_twin as reference.
+def _exact_twin(name: str) -> Callable[[bytes], list[int]]:
+    def ref(data: bytes) -> list[int]:
+        from . import pretok_twin
+        return pretok_twin.split_offsets(data, name)
+    return ref
+
+
+PRETOKENIZERS: dict[str, tuple[int, Callable[[bytes], list[int]]]] = {
+    "seed": (1, lambda data: twin.split_offsets(data, pretokenizer="seed")
+             if "pretokenizer" in twin.split_offsets.__code__.co_varnames else twin.split_offsets(data)),
+    "nanochat": (2, _exact_twin("nanochat")),
+    "cl100k": (3, _exact_twin("cl100k")),
+    "o200k": (4, _exact_twin("o200k")),
+    "gpt2": (5, _exact_twin("gpt2")),
+}
+
+
+def _checked_name(fn: str, pretok: str) -> str:
+    return fn if pretok == "seed" else f"{fn}:{pretok}"
+
+
+def check_split_offsets(ctx: Ctx, pretok: str = "seed") -> None:
+    pid, reference = PRETOKENIZERS[pretok]
     arena = GuardedArena(MB + 4096)
     for i, (name, data) in enumerate(_split_cases(ctx)):
-        ref = twin.split_offsets(data)
+        if pretok != "seed" and len(data) > 70_000:
+            continue            # the exact twins are slow: the long runs are the seed's
+        ref = reference(data)
         n = len(data)
         for anchor, align in placements(n, i):
             ptr, _ = arena.place(data, anchor, align)
             case = f"{name}, {anchor}-anchored, align {align if align is not None else (arena_off(ptr) % 64)}"
             ctx.on(case)
             full, out = out_array(max(n, 1))
-            got = ctx.call("asmbpe_split_offsets", ptr, n, 0, ffi.from_buffer("uint64_t[]", out), max(n, 1), 1)
+            got = ctx.call("asmbpe_split_offsets", ptr, n, 0, ffi.from_buffer("uint64_t[]", out), max(n, 1),
+                           pid)
             asm = out[:got].tolist()
+            fname = _checked_name("asmbpe_split_offsets", pretok)
             if asm != ref:
-                ctx.fail(f"asmbpe_split_offsets: {case}: {first_difference(asm, ref)}; "
+                ctx.fail(f"{fname}: {case}: {first_difference(asm, ref)}; "
                          + hexwindow(data, _diff_at(asm, ref)))
             elif not margins_intact(full, max(n, 1)):     # (out[got..cap): scratch)
-                ctx.fail(f"asmbpe_split_offsets: {case}: wrote outside out[0..cap)")
+                ctx.fail(f"{fname}: {case}: wrote outside out[0..cap)")
             if n > 4096:
                 break           # the long runs: one placement each is enough
         if 0 < n <= 300 and i % 3 == 0:
-            _check_resume(ctx, arena, data, ref, name)
+            _check_resume(ctx, arena, data, ref, name, pid)
     arena.close()
 
 
-def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], name: str) -> None:
+def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], name: str,
+                  pid: int = 1) -> None:
     """Small caps: the split must resume from out[cap - 1] with the same result (caps
     under 64 and around it: a window then goes through the stack buffer and is cut).
     Caps of 64 and more are also tried with bit 63 set, the encoder's mode: it may
@@ -282,7 +311,7 @@ def _check_resume(ctx: Ctx, arena: GuardedArena, data: bytes, ref: list[int], na
     while True:
         full, out = out_array(cap)
         got = ctx.call("asmbpe_split_offsets", ptr, len(data), pos, ffi.from_buffer("uint64_t[]", out),
-                       cap | (1 << 63 if short else 0), 1)
+                       cap | (1 << 63 if short else 0), pid)
         if not margins_intact(full, cap) or got > cap:
             ctx.fail(f"asmbpe_split_offsets: {name}: cap {cap}: wrote outside out[0..cap)")
             return
@@ -311,14 +340,17 @@ def arena_off(ptr) -> int:
     return int(ffi.cast("uintptr_t", ptr))
 
 
-@register("asmbpe_pretok_next")
-def check_pretok_next(ctx: Ctx) -> None:
+def check_pretok_next(ctx: Ctx, pretok: str = "seed") -> None:
+    pid, reference = PRETOKENIZERS[pretok]
+    fname = _checked_name("asmbpe_pretok_next", pretok)
     arena = GuardedArena(MB + 4096)
     for i, (name, data) in enumerate(_split_cases(ctx)):
         n = len(data)
         if n > 4096 and i % 2:
             continue            # the chunk-by-chunk walk is slow; half the long runs
-        ref = twin.split_offsets(data)
+        if pretok != "seed" and n > 70_000:
+            continue
+        ref = reference(data)
         anchor, align = placements(n, i)[i % 4]
         ptr, _ = arena.place(data, anchor, align)
         case = f"{name}, {anchor}-anchored, align {arena_off(ptr) % 64}"
@@ -327,18 +359,25 @@ def check_pretok_next(ctx: Ctx) -> None:
         fn = ctx.L.asmbpe_pretok_next
         while pos < n:
             # the first chunks through the trampoline, the rest directly (speed)
-            nxt = ctx.call("asmbpe_pretok_next", ptr, n, pos, 1) if len(asm) < 64 else fn(ptr, n, pos, 1)
+            nxt = ctx.call("asmbpe_pretok_next", ptr, n, pos, pid) if len(asm) < 64 else fn(ptr, n, pos, pid)
             if not pos < nxt <= n:
-                ctx.fail(f"asmbpe_pretok_next: {case}: from {pos} returned {nxt}")
+                ctx.fail(f"{fname}: {case}: from {pos} returned {nxt}")
                 break
             asm.append(nxt)
             pos = nxt
-        if ctx.call("asmbpe_pretok_next", ptr, n, n, 1) != n:
-            ctx.fail(f"asmbpe_pretok_next: {case}: pos == len must return len")
+        if ctx.call("asmbpe_pretok_next", ptr, n, n, pid) != n:
+            ctx.fail(f"{fname}: {case}: pos == len must return len")
         if asm != ref:
-            ctx.fail(f"asmbpe_pretok_next: {case}: {first_difference(asm, ref)}; "
+            ctx.fail(f"{fname}: {case}: {first_difference(asm, ref)}; "
                      + hexwindow(data, _diff_at(asm, ref)))
     arena.close()
+
+
+for _name in PRETOKENIZERS:
+    register(_checked_name("asmbpe_split_offsets", _name))(
+        lambda ctx, _p=_name: check_split_offsets(ctx, _p))
+    register(_checked_name("asmbpe_pretok_next", _name))(
+        lambda ctx, _p=_name: check_pretok_next(ctx, _p))
 
 
 @register("asmbpe_memeq")
