@@ -64,6 +64,8 @@ asmbpe_pretok_vconst:
     %error "asmbpe_pretok_vconst: VC_M3 is not where pretok.inc says"
 %endif
     dq 0x9249249249249249                   ; every third bit, from bit 0
+    times VC_SLASH - VC_M3 - 8 db 0
+    times 32 db '/'
 
 section .text
 
@@ -150,5 +152,5 @@ ENDFUNC
 ;-----------------------------------------------------------------------------
 HIDDEN
 FUNC split_seed, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  SEED_ONE, PRETOK_LOAD_TABLE, 2
+    SPLIT_BODY  SEED_ONE, PRETOK_LOAD_TABLE, WIN_GPT4
 ENDFUNC

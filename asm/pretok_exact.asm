@@ -489,22 +489,22 @@ ENDPROC
 
 HIDDEN
 FUNC split_nanochat, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, 2
+    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, WIN_GPT4
 ENDFUNC
 
 HIDDEN
 FUNC split_cl100k, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_CL100K, UNI_LOAD, 3
+    SPLIT_BODY  XONE_CL100K, UNI_LOAD, WIN_CL100K
 ENDFUNC
 
 HIDDEN
 FUNC split_o200k, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_O200K, UNI_LOAD, 0
+    SPLIT_BODY  XONE_O200K, UNI_LOAD, WIN_O200K
 ENDFUNC
 
 HIDDEN
 FUNC split_gpt2, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_GPT2, UNI_LOAD, 0
+    SPLIT_BODY  XONE_GPT2, UNI_LOAD, WIN_GPT2
 ENDFUNC
 
 ;-----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ Code points on which the `regex` module's Unicode tables differ from the project
 from __future__ import annotations
 
 import os
+import random
 import sys
 import time
 
@@ -142,6 +143,29 @@ def test_random_bytes_equal_twin(pattern, data):
     want = twin.split_offsets(data, pattern)
     assert asm_offsets(data, pattern) == want
     assert asm_next_offsets(data, pattern) == want
+
+
+# Fragments that reach the ASCII windows' rules (contractions, suffixes after suffixes,
+# O runs with [\r\n/]* tails, case changes, digit runs, whitespace runs) and the
+# characters that stop a window; texts of 64 bytes and more, so that windows run.
+FRAGMENTS = ["'s", "'d", "'S", "'re", "'LL", "'", "''", "\n", "\r\n", "/", "//", ":", "!", ".",
+             ",", "ABC", "Abc", "abc", "aBc", "x", "X", "1", "12", "1234", " ", "  ", "\t", " \n"]
+NON_ASCII = ["é", "日本", "\u0301", "ǅ", "\xa0", "\u3000", "😀", "Ⅻ", "٣"]
+
+
+@pytest.mark.parametrize("pattern", PATTERN_NAMES)
+def test_windows_equal_twin(pattern):
+    """1,500 seeded random texts of 10-120 fragments each (60% ASCII only). A seeded loop
+    rather than hypothesis: hypothesis' examples shrink towards short texts, while the
+    window rules need many fragments in one 64-byte window (this loop finds, for example,
+    a second [\\r\\n/]* seed in one tail, or a contraction suffix right after another)."""
+    rng = random.Random(2026)
+    for _ in range(1500):
+        pool = FRAGMENTS if rng.random() < 0.6 else FRAGMENTS + NON_ASCII + ["\xff", "\xe3\x81"]
+        parts = [rng.choice(pool) for _ in range(rng.randrange(10, 120))]
+        data = b"".join(p.encode("latin-1") if p in ("\xff", "\xe3\x81") else p.encode()
+                        for p in parts)
+        assert asm_offsets(data, pattern) == twin.split_offsets(data, pattern), data
 
 
 @pytest.mark.parametrize("pattern", PATTERN_NAMES)
