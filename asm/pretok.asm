@@ -66,6 +66,15 @@ asmbpe_pretok_vconst:
     dq 0x9249249249249249                   ; every third bit, from bit 0
     times VC_SLASH - VC_M3 - 8 db 0
     times 32 db '/'
+%if $ - asmbpe_pretok_vconst != VC_0F
+    %error "asmbpe_pretok_vconst: VC_0F is not where pretok.inc says"
+%endif
+    times 32 db 0x0F
+    times 32 db 0xE0
+    times 32 db 0xC0
+    times 32 db 0xC3
+    times 32 db 0x97
+    times 32 db 0xB7
 
 section .text
 

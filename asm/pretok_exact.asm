@@ -489,12 +489,12 @@ ENDPROC
 
 HIDDEN
 FUNC split_nanochat, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, WIN_GPT4
+    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, WIN_GPT4 | WIN_L2
 ENDFUNC
 
 HIDDEN
 FUNC split_cl100k, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_CL100K, UNI_LOAD, WIN_CL100K
+    SPLIT_BODY  XONE_CL100K, UNI_LOAD, WIN_CL100K | WIN_L2
 ENDFUNC
 
 HIDDEN
@@ -504,7 +504,7 @@ ENDFUNC
 
 HIDDEN
 FUNC split_gpt2, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_GPT2, UNI_LOAD, WIN_GPT2
+    SPLIT_BODY  XONE_GPT2, UNI_LOAD, WIN_GPT2 | WIN_L2
 ENDFUNC
 
 ;-----------------------------------------------------------------------------
