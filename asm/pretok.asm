@@ -75,6 +75,28 @@ asmbpe_pretok_vconst:
     times 32 db 0xC3
     times 32 db 0x97
     times 32 db 0xB7
+%if $ - asmbpe_pretok_vconst != VC_E2
+    %error "asmbpe_pretok_vconst: VC_E2 is not where pretok.inc says"
+%endif
+    times 32 db 0xE2
+    times 32 db 0x80
+%rep 2                                      ; VC_P3HI: high nibble 8 9 A B
+    db 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 8, 0, 0, 0, 0
+%endrep
+%rep 2                                      ; VC_P3LO: per low nibble, the
+%assign lo 0                                ; high nibbles it is O under:
+%rep 16                                     ; 8 (8B-8F), 9, A (not A8 A9 AF), B
+    %assign v 2 | 8
+    %if lo >= 0xB
+        %assign v v | 1
+    %endif
+    %if lo != 8 && lo != 9 && lo != 0xF
+        %assign v v | 4
+    %endif
+    db v
+    %assign lo lo + 1
+%endrep
+%endrep
 
 section .text
 

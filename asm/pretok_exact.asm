@@ -489,22 +489,22 @@ ENDPROC
 
 HIDDEN
 FUNC split_nanochat, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, WIN_GPT4 | WIN_L2
+    SPLIT_BODY  XONE_NANOCHAT, UNI_LOAD, WIN_GPT4 | WIN_L2 | WIN_P3
 ENDFUNC
 
 HIDDEN
 FUNC split_cl100k, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_CL100K, UNI_LOAD, WIN_CL100K | WIN_L2
+    SPLIT_BODY  XONE_CL100K, UNI_LOAD, WIN_CL100K | WIN_L2 | WIN_P3
 ENDFUNC
 
 HIDDEN
 FUNC split_o200k, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_O200K, UNI_LOAD, WIN_O200K
+    SPLIT_BODY  XONE_O200K, UNI_LOAD, WIN_O200K | WIN_P3
 ENDFUNC
 
 HIDDEN
 FUNC split_gpt2, 5, 15, 1, text, len, pos, out, cap
-    SPLIT_BODY  XONE_GPT2, UNI_LOAD, WIN_GPT2 | WIN_L2
+    SPLIT_BODY  XONE_GPT2, UNI_LOAD, WIN_GPT2 | WIN_L2 | WIN_P3
 ENDFUNC
 
 ;-----------------------------------------------------------------------------

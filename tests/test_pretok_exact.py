@@ -153,7 +153,9 @@ FRAGMENTS = ["'s", "'d", "'S", "'re", "'LL", "'", "''", "\n", "\r\n", "/", "//",
 NON_ASCII = ["é", "日本", "\u0301", "ǅ", "\xa0", "\u3000", "😀", "Ⅻ", "٣"]
 # 2-byte letters the windows take (WIN_L2) and the 2-byte characters next to them that
 # they must not: U+00D7 and U+00F7 among the 0xC3 letters, the long s after an apostrophe
-TWO_BYTE = ["é", "×", "÷a", "Привет", "ĳ", "ڈ", "'ſ", "ſ", "Ö", "ǅ", "µ", "\xa0"]
+TWO_BYTE = ["é", "×", "÷a", "Привет", "ĳ", "ڈ", "'ſ", "ſ", "Ö", "ǅ", "µ", "\xa0",
+            # and the 3-byte punctuation they take (WIN_P3), with its white space neighbours
+            "’", "“", "”", "—", " — ", "…", "’s", "x’", "\u2009", "\u200b", "\u2028", "\u202f"]
 
 
 @pytest.mark.parametrize("pattern", PATTERN_NAMES)

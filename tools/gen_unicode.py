@@ -295,6 +295,14 @@ def _two_byte_letter_leads(table: bytes) -> tuple[bytes, bytes]:
     if not_letters != C3_NOT_LETTERS:
         raise SystemExit(f"gen_unicode: U+00C0-U+00FF not letters: {not_letters}; "
                          "asm/pretok.inc's 0xC3 rule expects U+00D7 and U+00F7")
+    # asm/pretok.inc's WIN_P3 takes E2 80 xx for xx in 8B-A7, AA-AE, B0-BF as O
+    # characters (in no class) and leaves the others (white space) to the scanners
+    p3 = [0x2000 + (xx - 0x80) for xx in range(0x80, 0xC0)
+          if 0x8B <= xx <= 0xA7 or 0xAA <= xx <= 0xAE or xx >= 0xB0]
+    if any(table[cp] for cp in p3) or any(
+            table[cp] != WS for cp in range(0x2000, 0x2040) if cp not in p3):
+        raise SystemExit("gen_unicode: U+2000-U+203F changed; asm/pretok.inc's P3_TAIL "
+                         "expects the ones it takes in no class and the rest white space")
     lane_c, lane_d = bytes(flags[:16]), bytes(flags[16:])
     return lane_c * 2, lane_d * 2
 
