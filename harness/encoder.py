@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import doc_pointers
+from .buffers import Pool, doc_pointers
 
 __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
@@ -40,66 +40,24 @@ STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
                -4: "a thread could not be started (ASMBPE_ETHREAD)"}
 
 
-class _Pool:
-    """Memory for ids that the process's calls use again instead of fresh pages. Here,
-    memory a process touches for the first time costs more than the encoding that
-    writes it (the kernel clears each new page; several threads touching new pages at
-    once cost most of all: docs/OPTIMIZATION_LOG.md, E64, E66). Two pools:
-
-    - `_ROOMS`, the output rooms of calls on two or more threads, shared by every
-      encoder of the process (a new Tokenizer, or the bench's new encoder per run,
-      takes the room an earlier call used). A room is in use during one call only:
-      its ids are gathered out of it before the call returns (`give_back`).
-    - `_RESULTS`, the arrays `encode_many` returns: `lend` hands out a view of a
-      block that comes back here once that array and every view of it are gone, so
-      the next result (the next block of `asmbpe encode`, the next batch) is written
-      to pages already touched.
-
-    A block is grown by a quarter more than asked, so that batches of about the same
-    size reuse one instead of first touching a new one each time one is a little
-    larger (E53). One free block is kept per pool (the largest given back), as long
-    as the process lives. (The threads' states, caches included, are pooled the same
-    way inside the library: asm/encode.inc, E74.)"""
-
-    KEEP = 1                                # free blocks kept (the largest)
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.free: list[np.ndarray] = []
-
-    def take(self, n: int) -> np.ndarray:
-        """A block of at least n ids, for the caller alone until it is given back."""
-        with self.lock:
-            block = self.free.pop() if self.free else None
-        if block is None or len(block) < n:
-            block = None                    # (a smaller one goes before the new one)
-            block = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
-        return block
-
-    def give_back(self, block: np.ndarray, wait: bool = True) -> None:
-        """block is free again. wait=False (a result's finalizer, which may run from
-        a garbage collection inside this pool's own lock): drop the block instead
-        of waiting for the lock."""
-        if not self.lock.acquire(blocking=wait):
-            return
-        try:
-            self.free.append(block)
-            self.free.sort(key=len)
-            del self.free[:-self.KEEP]
-        finally:
-            self.lock.release()
-
-    def lend(self, block: np.ndarray, n: int) -> np.ndarray:
-        """block[:n] as an array of its own whose memory comes back to this pool
-        when it and every view of it are gone (a cffi finalizer on the pointer the
-        array's buffer keeps alive; block itself stays alive through it)."""
-        keeper = ffi.gc(ffi.cast("uint16_t *", block.ctypes.data),
-                        lambda _p, b=block: self.give_back(b, wait=False))
-        return np.frombuffer(ffi.buffer(keeper, 2 * n), dtype=np.uint16)
-
-
-_ROOMS = _Pool()
-_RESULTS = _Pool()
+# Memory for ids that the process's calls use again instead of fresh pages (here,
+# memory a process touches for the first time costs more than the encoding that writes
+# it: the kernel clears each new page; several threads touching new pages at once cost
+# most of all: docs/OPTIMIZATION_LOG.md, E64, E66; buffers.Pool, E53):
+#
+# - `_ROOMS`, the output rooms of calls on two or more threads, shared by every encoder
+#   of the process (a new Tokenizer, or the bench's new encoder per run, takes the room
+#   an earlier call used). A room is in use during one call only: its ids are gathered
+#   out of it before the call returns (`give_back`).
+# - `_RESULTS`, the arrays `encode_many` returns: `lend` hands out a view of a block
+#   that comes back here once that array and every view of it are gone, so the next
+#   result (the next block of `asmbpe encode`, the next batch) is written to pages
+#   already touched.
+#
+# (The threads' states, caches included, are pooled the same way inside the library:
+# asm/encode.inc, E74.)
+_ROOMS = Pool(np.uint16)
+_RESULTS = Pool(np.uint16)
 
 
 class _Encoder:

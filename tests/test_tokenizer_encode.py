@@ -384,7 +384,7 @@ def test_rooms_are_shared_by_encoders_and_never_by_two_calls(tok, kjv_docs):
     for runs in results.values():
         for got, counts in runs:
             assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
-    assert len(encoder._ROOMS.free) <= encoder._Pool.KEEP
+    assert len(encoder._ROOMS.free) <= encoder.Pool.KEEP
 
 
 def test_results_reuse_memory_only_when_every_view_is_gone(tok, kjv_docs):
@@ -414,7 +414,7 @@ def test_results_reuse_memory_only_when_every_view_is_gone(tok, kjv_docs):
         assert np.array_equal(view, kept)                   # not overwritten
         del view, again
         gc.collect()
-        assert len(encoder._RESULTS.free) == encoder._Pool.KEEP
+        assert len(encoder._RESULTS.free) == encoder.Pool.KEEP
         third, _ = tok.encode_many(kjv_docs, threads=threads)
         assert address(third) in (first, second)            # a block given back
         assert np.array_equal(third, want) and third.flags.writeable
