@@ -5,7 +5,8 @@ The work is one `asmbpe_encode_docs` call per group of about GROUP_BYTES of docu
 (asm/encode.asm; so the output room the library needs, two bytes per source byte,
 stays bounded however large the batch): the library takes the documents where they
 lie (`buffers.doc_pointers`: no packing), each thread copies the document it works on
-into a padded buffer of its own, splits it into chunks, turns each chunk into ids
+into a padded buffer of its own, splits it into chunks (with the tokenizer's
+pre-tokenizer, whose id goes in the flags), turns each chunk into ids
 (lowest-numbered merge first; a shared table of the chunks that are one id, and a
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time (ASMBPE_ENC_CLAIMS): thread 0 takes blocks from
@@ -27,6 +28,7 @@ import numpy as np
 
 from ._lib import ffi, lib
 from .buffers import Pool, doc_pointers
+from .pretokenizers import resolve
 
 __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
@@ -61,10 +63,12 @@ _RESULTS = Pool(np.uint16)
 
 
 class _Encoder:
-    """The library's encoder for one tokenizer, and its lock."""
+    """The library's encoder for one tokenizer, its lock, and the id of the tokenizer's
+    pre-tokenizer (every call passes it in the flags, bits 24-31)."""
 
     def __init__(self, tokenizer):
         L = lib()
+        self.pretok = resolve(tokenizer.pretokenizer).id
         merges = np.ascontiguousarray(tokenizer.merges, dtype="<u2").view("<u4").ravel()
         handle = L.asmbpe_enc_new(ffi.from_buffer("uint32_t[]", merges), len(merges))
         if handle == ffi.NULL:
@@ -113,7 +117,8 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     L = lib()
     enc = _encoder(tokenizer)
     flags = ((L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
-             | (L.ASMBPE_ENC_PROFILE if profile else 0) | L.ASMBPE_ENC_CLAIMS)
+             | (L.ASMBPE_ENC_PROFILE if profile else 0) | L.ASMBPE_ENC_CLAIMS
+             | enc.pretok << L.ASMBPE_ENC_PRETOK_SHIFT)
     with enc.lock:
         ptrs, ends, n, keep = doc_pointers(docs)
         n_threads = _threads(threads, len(docs), n)
