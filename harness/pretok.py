@@ -14,10 +14,10 @@ fresh pages than to compute). So nothing is allocated per call:
 
 - the text is copied into this thread's padded buffer (SPEC §2), which only grows
   (`_Scratch`, a threading.local; one larger than KEEP_BYTES is not kept). That copy
-  is what the public path costs more than the library call (about 16% of it on
-  English: 4.4 ms of 27.5 at 60 MB on the development VM, whose memory bandwidth it
-  is bound by: two copying threads, or copying the start last so that it is still
-  in the cache, gained nothing);
+  is what the public path costs more than the library call (4.4-5 ms of 27.5-28.5
+  at 60 MB of English on the development VM: 81-84% of the library call's speed; the
+  copy is bound by the memory bandwidth there: two copying threads, or copying the
+  start last so that it is still in the cache, gained nothing);
 - the library writes the offsets into a block of `_OFFSETS`, a pool of reused memory
   (harness.buffers.Pool) sized by the text (no more chunks than bytes; English has
   about one per 4 bytes; when the block fills up, a larger one continues after the
