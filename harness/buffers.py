@@ -1,4 +1,5 @@
-"""Input buffers with SPEC §2's padding, and guard-paged ones for checkasm.
+"""Input buffers with SPEC §2's padding, guard-paged ones for checkasm, and the pools of
+reused memory (`Pool`).
 
 Every text handed to the library has PAD readable bytes before and after it.
 `Padded` is the ordinary kind (numpy).  `GuardedArena` is checkasm's: a
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import threading
 
 import numpy as np
 
@@ -42,6 +44,63 @@ class Padded:
         self.array = np.full(self.size + 2 * PAD, fill, dtype=np.uint8)
         self.array[PAD:PAD + self.size] = np.frombuffer(view, dtype=np.uint8)
         self.ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD
+
+
+class Pool:
+    """Blocks of memory (numpy arrays of one dtype) that the process's calls use again
+    instead of fresh pages: on some machines first touching new pages costs more than
+    the work that writes them (the kernel clears each new page). The encoder keeps its
+    output rooms and results in pools (harness.encoder), the pre-tokenizer its
+    offsets (harness.pretok).
+
+    `take(n)` gives a block of at least n items for the caller alone until it is given
+    back (`give_back`), or lent out (`lend`: a result array that gives the block back
+    when it and every view of it are gone). A new block is a quarter larger than asked,
+    so that calls of about the same size reuse one instead of first touching a new one
+    each time one is a little larger (docs/OPTIMIZATION_LOG.md, E53). One free block is
+    kept (the largest given back) as long as the process lives; with `keep_bytes`,
+    only when it is no larger than that."""
+
+    KEEP = 1                                # free blocks kept (the largest)
+    MIN_ITEMS = 1 << 16                     # the smallest block made
+
+    def __init__(self, dtype, keep_bytes: int | None = None):
+        self.dtype = np.dtype(dtype)
+        self.keep_bytes = keep_bytes
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] = []
+
+    def take(self, n: int) -> np.ndarray:
+        """A block of at least n items, for the caller alone until it is given back."""
+        with self.lock:
+            block = self.free.pop() if self.free else None
+        if block is None or len(block) < n:
+            block = None                    # (a smaller one goes before the new one)
+            block = np.empty(max(n + n // 4, self.MIN_ITEMS), dtype=self.dtype)
+        return block
+
+    def give_back(self, block: np.ndarray, wait: bool = True) -> None:
+        """block is free again. wait=False (a result's finalizer, which may run from
+        a garbage collection inside this pool's own lock): drop the block instead
+        of waiting for the lock."""
+        if self.keep_bytes is not None and block.nbytes > self.keep_bytes:
+            return
+        if not self.lock.acquire(blocking=wait):
+            return
+        try:
+            self.free.append(block)
+            self.free.sort(key=len)
+            del self.free[:-self.KEEP]
+        finally:
+            self.lock.release()
+
+    def lend(self, block: np.ndarray, n: int) -> np.ndarray:
+        """block[:n] as an array of its own whose memory comes back to this pool
+        when it and every view of it are gone (a cffi finalizer on the pointer the
+        array's buffer keeps alive; block itself stays alive through it)."""
+        keeper = ffi.gc(ffi.cast("uint8_t *", block.ctypes.data),
+                        lambda _p, b=block: self.give_back(b, wait=False))
+        return np.frombuffer(ffi.buffer(keeper, self.dtype.itemsize * n), dtype=self.dtype)
 
 
 class GuardedArena:

@@ -45,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
+
 __all__ = ["connect", "train_distributed", "encode_sharded", "read_manifest",
            "MANIFEST", "ShardSummary", "count_shard", "merge_exports", "encode_shard"]
 
@@ -128,14 +130,16 @@ def _my_threads(threads, threads_map):
 # -------------------------------------------------------------------------- training
 
 def count_shard(path: str, *, separator=None, max_word_bytes: int = 256,
-                batch_bytes: int = 16 << 20, threads=None, threads_map=None):
-    """Count the words of one file; (word bytes, ends, counts, text bytes, documents)."""
+                batch_bytes: int = 16 << 20, threads=None, threads_map=None,
+                pretokenizer=DEFAULT_PRETOKENIZER):
+    """Count the words of one file, cut by `pretokenizer`; (word bytes, ends, counts,
+    text bytes, documents)."""
     from .buffers import Packer
     from .corpora import iter_batches, prefetch
     from .train import MAX_THREADS, WordTable
 
     threads = _my_threads(threads, threads_map) or min(os.cpu_count() or 1, MAX_THREADS)
-    table = WordTable()
+    table = WordTable(pretokenizer)
     size = docs_n = 0
     # one Packer reused for every batch (as harness.train does): no fresh buffer each
     packer = Packer()
@@ -169,17 +173,20 @@ def merge_exports(*parts):
 def train_distributed(inputs, vocab_size: int, client, *, threads=None, naive=False,
                       max_word_bytes: int = 256, min_count: int = 1, verify=False,
                       separator=None, batch_bytes: int = 16 << 20, progress=None,
-                      fan_in: int = FAN_IN):
+                      fan_in: int = FAN_IN, pretokenizer=DEFAULT_PRETOKENIZER):
     """harness.train on a Dask cluster: count per file on the workers, merge the tables
     in a tree on the workers, learn the merges here (see the module doc). `threads`:
     library threads per counting task (default: the worker machine's cores shared
-    out) and for the local merge loop (default: all cores here)."""
+    out) and for the local merge loop (default: all cores here). `pretokenizer`: as
+    for harness.train."""
     from dask.distributed import as_completed
 
     from .corpora import check_file, estimate_bytes
+    from .pretokenizers import resolve
     from .train import WordTable, train_words
 
     t_start = time.perf_counter()
+    pretok = resolve(pretokenizer)
     files = [str(check_file(p).resolve()) for p in inputs]
     report = progress or (lambda phase, done, total: None)
     total_est = estimate_bytes(files)
@@ -190,7 +197,8 @@ def train_distributed(inputs, vocab_size: int, client, *, threads=None, naive=Fa
     level = [client.submit(count_shard, f, separator=separator,
                            max_word_bytes=max_word_bytes, batch_bytes=batch_bytes,
                            threads=threads, threads_map=threads_map,
-                           key=f"asmbpe-count-{run}-{k}", pure=False)
+                           pretokenizer=pretok.name, key=f"asmbpe-count-{run}-{k}",
+                           pure=False)
              for k, f in enumerate(files)]
     sizes = {fut.key: estimate_bytes([f]) or 0 for fut, f in zip(level, files)}
     tree = level
@@ -214,7 +222,7 @@ def train_distributed(inputs, vocab_size: int, client, *, threads=None, naive=Fa
         raise
     report("count", bytes_in, total_est)
     t1 = time.perf_counter()
-    table = WordTable()
+    table = WordTable(pretok)
     try:
         table.add(data, ends, counts)
         del data, ends, counts

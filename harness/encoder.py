@@ -5,7 +5,8 @@ The work is one `asmbpe_encode_docs` call per group of about GROUP_BYTES of docu
 (asm/encode.asm; so the output room the library needs, two bytes per source byte,
 stays bounded however large the batch): the library takes the documents where they
 lie (`buffers.doc_pointers`: no packing), each thread copies the document it works on
-into a padded buffer of its own, splits it into chunks, turns each chunk into ids
+into a padded buffer of its own, splits it into chunks (with the tokenizer's
+pre-tokenizer, whose id goes in the flags), turns each chunk into ids
 (lowest-numbered merge first; a shared table of the chunks that are one id, and a
 65,536-entry cache per thread for chunks of up to 48 bytes) on its own threads,
 blocks of 256 documents at a time (ASMBPE_ENC_CLAIMS): thread 0 takes blocks from
@@ -26,7 +27,8 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import doc_pointers
+from .buffers import Pool, doc_pointers
+from .pretokenizers import resolve
 
 __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
@@ -40,73 +42,33 @@ STATUS_TEXT = {-1: "an argument is out of range (ASMBPE_EINVAL)",
                -4: "a thread could not be started (ASMBPE_ETHREAD)"}
 
 
-class _Pool:
-    """Memory for ids that the process's calls use again instead of fresh pages. Here,
-    memory a process touches for the first time costs more than the encoding that
-    writes it (the kernel clears each new page; several threads touching new pages at
-    once cost most of all: docs/OPTIMIZATION_LOG.md, E64, E66). Two pools:
-
-    - `_ROOMS`, the output rooms of calls on two or more threads, shared by every
-      encoder of the process (a new Tokenizer, or the bench's new encoder per run,
-      takes the room an earlier call used). A room is in use during one call only:
-      its ids are gathered out of it before the call returns (`give_back`).
-    - `_RESULTS`, the arrays `encode_many` returns: `lend` hands out a view of a
-      block that comes back here once that array and every view of it are gone, so
-      the next result (the next block of `asmbpe encode`, the next batch) is written
-      to pages already touched.
-
-    A block is grown by a quarter more than asked, so that batches of about the same
-    size reuse one instead of first touching a new one each time one is a little
-    larger (E53). One free block is kept per pool (the largest given back), as long
-    as the process lives. (The threads' states, caches included, are pooled the same
-    way inside the library: asm/encode.inc, E74.)"""
-
-    KEEP = 1                                # free blocks kept (the largest)
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.free: list[np.ndarray] = []
-
-    def take(self, n: int) -> np.ndarray:
-        """A block of at least n ids, for the caller alone until it is given back."""
-        with self.lock:
-            block = self.free.pop() if self.free else None
-        if block is None or len(block) < n:
-            block = None                    # (a smaller one goes before the new one)
-            block = np.empty(max(n + n // 4, 1 << 16), dtype=np.uint16)
-        return block
-
-    def give_back(self, block: np.ndarray, wait: bool = True) -> None:
-        """block is free again. wait=False (a result's finalizer, which may run from
-        a garbage collection inside this pool's own lock): drop the block instead
-        of waiting for the lock."""
-        if not self.lock.acquire(blocking=wait):
-            return
-        try:
-            self.free.append(block)
-            self.free.sort(key=len)
-            del self.free[:-self.KEEP]
-        finally:
-            self.lock.release()
-
-    def lend(self, block: np.ndarray, n: int) -> np.ndarray:
-        """block[:n] as an array of its own whose memory comes back to this pool
-        when it and every view of it are gone (a cffi finalizer on the pointer the
-        array's buffer keeps alive; block itself stays alive through it)."""
-        keeper = ffi.gc(ffi.cast("uint16_t *", block.ctypes.data),
-                        lambda _p, b=block: self.give_back(b, wait=False))
-        return np.frombuffer(ffi.buffer(keeper, 2 * n), dtype=np.uint16)
-
-
-_ROOMS = _Pool()
-_RESULTS = _Pool()
+# Memory for ids that the process's calls use again instead of fresh pages (here,
+# memory a process touches for the first time costs more than the encoding that writes
+# it: the kernel clears each new page; several threads touching new pages at once cost
+# most of all: docs/OPTIMIZATION_LOG.md, E64, E66; buffers.Pool, E53):
+#
+# - `_ROOMS`, the output rooms of calls on two or more threads, shared by every encoder
+#   of the process (a new Tokenizer, or the bench's new encoder per run, takes the room
+#   an earlier call used). A room is in use during one call only: its ids are gathered
+#   out of it before the call returns (`give_back`).
+# - `_RESULTS`, the arrays `encode_many` returns: `lend` hands out a view of a block
+#   that comes back here once that array and every view of it are gone, so the next
+#   result (the next block of `asmbpe encode`, the next batch) is written to pages
+#   already touched.
+#
+# (The threads' states, caches included, are pooled the same way inside the library:
+# asm/encode.inc, E74.)
+_ROOMS = Pool(np.uint16)
+_RESULTS = Pool(np.uint16)
 
 
 class _Encoder:
-    """The library's encoder for one tokenizer, and its lock."""
+    """The library's encoder for one tokenizer, its lock, and the id of the tokenizer's
+    pre-tokenizer (every call passes it in the flags, bits 24-31)."""
 
     def __init__(self, tokenizer):
         L = lib()
+        self.pretok = resolve(tokenizer.pretokenizer).id
         merges = np.ascontiguousarray(tokenizer.merges, dtype="<u2").view("<u4").ravel()
         handle = L.asmbpe_enc_new(ffi.from_buffer("uint32_t[]", merges), len(merges))
         if handle == ffi.NULL:
@@ -155,7 +117,8 @@ def encode_many(tokenizer, docs: list[bytes], threads: int | None = None, bos: b
     L = lib()
     enc = _encoder(tokenizer)
     flags = ((L.ASMBPE_ENC_BOS if bos else 0) | (0 if cache else L.ASMBPE_ENC_NOCACHE)
-             | (L.ASMBPE_ENC_PROFILE if profile else 0) | L.ASMBPE_ENC_CLAIMS)
+             | (L.ASMBPE_ENC_PROFILE if profile else 0) | L.ASMBPE_ENC_CLAIMS
+             | enc.pretok << L.ASMBPE_ENC_PRETOK_SHIFT)
     with enc.lock:
         ptrs, ends, n, keep = doc_pointers(docs)
         n_threads = _threads(threads, len(docs), n)

@@ -13,7 +13,8 @@ when complete, so `path` is its old content or the whole new file, never a part.
 tiktoken. The ranks file is tiktoken's own format: one line per token id below the
 specials, "base64(token bytes) id", in id order (`tiktoken.load.load_tiktoken_bpe`
 reads it). The sidecar path + ".json" holds what the ranks file cannot: the split
-pattern (`harness.pattern.ORACLE_PATTERN_LITERAL`), the 16 specials with their ids,
+pattern (the tokenizer's pre-tokenizer's pattern string, verbatim: `pattern_of`; for
+seed `harness.pattern.ORACLE_PATTERN_LITERAL`), the 16 specials with their ids,
 n_vocab and the merges hash. Build the Encoding as `load_tiktoken` does;
 `load_tiktoken` parses the ranks itself because `load_tiktoken_bpe` caches a local
 file by its path (in $TIKTOKEN_CACHE_DIR or /tmp/data-gym-cache) and would hand back a
@@ -25,7 +26,7 @@ Hugging Face. A BPE model over GPT-2's byte-level alphabet (`bytes_to_unicode`: 
 byte is one printable character), vocab = every token id below the specials as the
 alphabet string of its bytes, merges = the merge table in order as pairs of those
 strings (so HF's merge rank is asmbpe's merge number), ignore_merges off, no dropout,
-no unk, no byte fallback; the pre-tokenizer Split(oracle regex, literal form,
+no unk, no byte fallback; the pre-tokenizer Split(the tokenizer's pattern string,
 behavior "isolated") then ByteLevel(add_prefix_space=False, use_regex=False); the
 ByteLevel decoder; no normalizer, no post-processor (no <|bos|> is added); the 16
 specials as added tokens (special=True) at their ids. HF's BPE applies, per chunk, the
@@ -68,11 +69,12 @@ import tempfile
 
 from .errors import AsmbpeError
 from .files import write_atomic
-from .pattern import ORACLE_PATTERN_LITERAL
+from .pretokenizers import resolve
 from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
 
-__all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "export_tiktoken",
-           "load_tiktoken", "export_hf", "load_hf", "first_difference", "SIDECAR_SUFFIX"]
+__all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "pattern_of",
+           "export_tiktoken", "load_tiktoken", "export_hf", "load_hf", "first_difference",
+           "SIDECAR_SUFFIX"]
 
 SIDECAR_SUFFIX = ".json"          # export_tiktoken writes path + this beside the ranks
 SIDECAR_FORMAT = "asmbpe-tiktoken/1"
@@ -104,6 +106,12 @@ def duplicate_tokens(tokenizer: Tokenizer) -> list[tuple[int, int]]:
     return dups
 
 
+def pattern_of(tokenizer: Tokenizer) -> str:
+    """The split pattern the exports of `tokenizer` carry: its pre-tokenizer's pattern
+    string (harness.pretokenizers), verbatim."""
+    return resolve(tokenizer.pretokenizer).pattern
+
+
 def _token_bytes(tokenizer: Tokenizer) -> list[bytes]:
     """The bytes of every id below the specials."""
     return tokenizer.id_to_bytes()[:tokenizer.vocab_size - N_SPECIAL]
@@ -129,7 +137,7 @@ def export_tiktoken(tokenizer: Tokenizer, path) -> None:
     sidecar = {
         "format": SIDECAR_FORMAT,
         "ranks_file": os.path.basename(os.fspath(path)),
-        "pat_str": ORACLE_PATTERN_LITERAL,
+        "pat_str": pattern_of(tokenizer),
         "special_tokens": tokenizer.specials,
         "explicit_n_vocab": tokenizer.vocab_size,
         "merges_hash": f"0x{tokenizer.merges_hash:016x}",
@@ -168,7 +176,7 @@ def load_tiktoken(path, tokenizer: Tokenizer):
         ("format", sidecar.get("format") == SIDECAR_FORMAT),
         ("ranks", ranks == expected),
         ("special_tokens", sidecar.get("special_tokens") == tokenizer.specials),
-        ("pat_str", sidecar.get("pat_str") == ORACLE_PATTERN_LITERAL),
+        ("pat_str", sidecar.get("pat_str") == pattern_of(tokenizer)),
         ("explicit_n_vocab", sidecar.get("explicit_n_vocab") == tokenizer.vocab_size),
     ) if not ok]
     if problems:
@@ -198,7 +206,7 @@ def hf_tokenizer(tokenizer: Tokenizer):
     hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None,
                                 fuse_unk=False, byte_fallback=False, ignore_merges=False))
     hf.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(ORACLE_PATTERN_LITERAL), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(pattern_of(tokenizer)), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     hf.decoder = decoders.ByteLevel()

@@ -1,50 +1,144 @@
-"""The assembly pre-tokenizer (SPEC §3) from Python: one library call splits a
-whole buffer, Python never loops per chunk."""
+"""The assembly pre-tokenizers (SPEC §3, §10) from Python: one library call splits a
+whole buffer, Python never loops per chunk.
+
+    split_offsets(data, pretokenizer="nanochat") -> np.ndarray[uint64]   chunk end offsets
+    split(data, pretokenizer="nanochat") -> list[bytes]                  the chunks
+
+`pretokenizer` is a name or id of harness.pretokenizers (its id is what the library
+takes).
+
+Speed. The library splits English at 2 GB/s and more, so what Python does around the
+call counts as much: copying the text, and above all first touching memory (the kernel
+clears every new page: the offsets of 100 MB of English, 180 MB, took longer to land in
+fresh pages than to compute). So nothing is allocated per call:
+
+- the text is copied into this thread's padded buffer (SPEC §2), which only grows
+  (`_Scratch`, a threading.local; one larger than KEEP_BYTES is not kept). That copy
+  is what the public path costs more than the library call (4.4-5 ms of 27.5-28.5
+  at 60 MB of English on the development VM: 81-84% of the library call's speed; the
+  copy is bound by the memory bandwidth there: two copying threads, or copying the
+  start last so that it is still in the cache, gained nothing);
+- the library writes the offsets into a block of `_OFFSETS`, a pool of reused memory
+  (harness.buffers.Pool) sized by the text (no more chunks than bytes; English has
+  about one per 4 bytes; when the block fills up, a larger one continues after the
+  last chunk). A result of LEND_ITEMS offsets or more that fills at least a quarter of
+  its block is that block, lent: the array returned is the caller's alone, and the block
+  goes back to the pool once it and every view of it are gone (as the encoder's
+  results do). Any other is an exact-size copy, so that small results do not each hold
+  a block.
+"""
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import Padded
+from .buffers import PAD, PAD_BYTE, Padded, Pool
+from .pretokenizers import DEFAULT, resolve
 
-_BLOCK = 1 << 22        # offsets gathered per library call
+__all__ = ["split", "split_offsets", "offsets_of", "KEEP_BYTES", "LEND_ITEMS"]
+
+KEEP_BYTES = 512 << 20      # larger text buffers and offset blocks are not kept for reuse
+LEND_ITEMS = 1 << 16        # results of at least this many offsets are lent blocks
+_MIN_ROOM = 1 << 12         # offsets room for a short text
 
 
-def _as_bytes(data) -> bytes | memoryview:
+class _Scratch(threading.local):
+    """This thread's padded text buffer (uint8; PAD_BYTE padding in front written once)."""
+
+    def __init__(self):
+        self.text = np.empty(0, dtype=np.uint8)
+
+
+_SCRATCH = _Scratch()
+_OFFSETS = Pool(np.uint64, keep_bytes=KEEP_BYTES)
+
+
+def _as_view(data) -> memoryview:
+    """data as a flat memoryview of bytes: str as UTF-8 (lone surrogates passed through),
+    bytes-like as is (C-contiguous)."""
     if isinstance(data, str):
-        return data.encode("utf-8", "surrogatepass")
-    return data
+        data = data.encode("utf-8", "surrogatepass")
+    return memoryview(data).cast("B")
 
 
-def offsets_of(buf: Padded, block: int = _BLOCK) -> np.ndarray:
-    """Chunk end offsets of an already padded buffer."""
-    n = buf.size
-    cap = max(1, min(n, block))
-    parts = []
-    pos = 0
-    L = lib()
-    while pos < n:
-        out = np.empty(cap, dtype=np.uint64)
-        got = L.asmbpe_split_offsets(buf.ptr, n, pos, ffi.from_buffer("uint64_t[]", out), cap, 1)
-        if got < 0:
-            raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
-        parts.append(out[:got])
-        if got < cap:
-            break
-        pos = int(out[got - 1])
-    if not parts:
+def _padded_text(view: memoryview):
+    """(uint8_t * to a padded copy of view, the array that holds it) in this thread's
+    text buffer, grown when too small."""
+    n = len(view)
+    text = _SCRATCH.text
+    if len(text) < n + 2 * PAD:
+        _SCRATCH.text = text = None                                  # free before growing
+        text = np.empty(n + n // 8 + 2 * PAD, dtype=np.uint8)
+        text[:PAD] = PAD_BYTE
+        _SCRATCH.text = text if text.nbytes <= KEEP_BYTES else np.empty(0, dtype=np.uint8)
+    text[PAD:PAD + n] = np.frombuffer(view, dtype=np.uint8)
+    text[PAD + n:PAD + n + PAD] = PAD_BYTE
+    return ffi.cast("uint8_t *", ffi.from_buffer(text)) + PAD, text
+
+
+def _offsets(ptr, n: int, pretok: int, block: int | None = None) -> np.ndarray:
+    """Chunk end offsets of the padded text ptr[0, n) under pre-tokenizer id `pretok`,
+    an array of the caller's own. block: at most this many offsets per library call
+    (tests; default: as many as there is room for)."""
+    if n == 0:
         return np.empty(0, dtype=np.uint64)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    L = lib()
+    # chunks <= bytes; most text has far fewer (English: about one per 4 bytes)
+    out = _OFFSETS.take(min(n, max(n // 3, _MIN_ROOM)))
+    total = pos = 0
+    try:
+        while True:
+            cap = min(len(out), n) - total
+            if block is not None:
+                cap = min(cap, block)
+            got = L.asmbpe_split_offsets(ptr, n, pos,
+                                         ffi.cast("uint64_t *", ffi.from_buffer(out)) + total,
+                                         cap, pretok)
+            if got < 0:
+                raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
+            total += got
+            if got < cap:
+                break
+            pos = int(out[total - 1])
+            if pos >= n:
+                break
+            if total == len(out):               # full: a larger block, what is written kept
+                full, out = out, _OFFSETS.take(min(n, 2 * len(out)))
+                out[:total] = full[:total]
+                _OFFSETS.give_back(full)
+        if total >= LEND_ITEMS and 4 * total >= len(out):
+            result, out = _OFFSETS.lend(out, total), None
+        else:
+            result = np.array(out[:total])
+    finally:
+        if out is not None:
+            _OFFSETS.give_back(out)
+    return result
 
 
-def split_offsets(data) -> np.ndarray:
-    """Chunk end offsets (uint64) of `data` (bytes, bytearray, memoryview or str)."""
-    return offsets_of(Padded(_as_bytes(data)))
+def offsets_of(buf: Padded, block: int | None = None, pretokenizer=DEFAULT) -> np.ndarray:
+    """Chunk end offsets of an already padded buffer (block: see _offsets)."""
+    return _offsets(buf.ptr, buf.size, resolve(pretokenizer).id, block)
 
 
-def split(data) -> list[bytes]:
-    """The chunks of `data`, as bytes; their concatenation is `data`."""
-    raw = bytes(_as_bytes(data))
-    ends = split_offsets(raw).tolist()
+def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
+    """Chunk end offsets (uint64) of `data` (bytes, bytearray, memoryview or str, as
+    UTF-8 with lone surrogates passed through) under `pretokenizer` (a name or id of
+    harness.pretokenizers); the last one is the length; empty for empty data."""
+    pretok = resolve(pretokenizer).id
+    view = _as_view(data)
+    ptr, keep = _padded_text(view)
+    result = _offsets(ptr, len(view), pretok)
+    del keep
+    return result
+
+
+def split(data, pretokenizer=DEFAULT) -> list[bytes]:
+    """The chunks of `data` under `pretokenizer`, as bytes; their concatenation is
+    `data` (str as UTF-8, lone surrogates passed through)."""
+    raw = _as_view(data).tobytes()
+    ends = split_offsets(raw, pretokenizer).tolist()
     starts = [0] + ends[:-1]
     return [raw[s:e] for s, e in zip(starts, ends)]

@@ -153,14 +153,18 @@ class TokenStats:
         return [(int(i), int(self.counts[i])) for i in order if self.counts[i]]
 
 
-def format_stats(stats: TokenStats, table: list[bytes], top: int = 20):
-    """The lines `asmbpe stats` prints."""
+def format_stats(stats: TokenStats, table: list[bytes], top: int = 20,
+                 pretokenizer: str | None = None):
+    """The lines `asmbpe stats` prints; pretokenizer: the tokenizer's, as a line of its
+    own after the counts (e.g. "nanochat (id 2)")."""
     yield f"documents        {stats.documents:,}"
     yield f"source bytes     {stats.source_bytes:,}"
     yield (f"tokens           {stats.tokens:,} ({stats.text_tokens:,} text, "
            f"{stats.special_tokens:,} special)")
     yield f"bytes per token  {stats.bytes_per_token:.3f} (text tokens)"
     yield f"distinct tokens  {int(np.count_nonzero(stats.counts)):,} of {stats.vocab_size:,}"
+    if pretokenizer is not None:
+        yield f"pre-tokenizer    {pretokenizer}"
     rows = stats.top(top)
     if rows:
         yield f"top {len(rows)} tokens:"

@@ -4,7 +4,8 @@ This module is the one place that knows the file format. All integers little-end
 
     0   8 bytes  magic "ASMBPETK"
     8   u16      format version (1)
-    10  u16      pre-tokenizer id (1 = SPEC §3)
+    10  u16      pre-tokenizer id (harness.pretokenizers: 1 seed = SPEC §3, 2 nanochat,
+                 3 cl100k, 4 o200k, 5 gpt2; SPEC §10)
     12  u32      vocab_size
     16  u32      n_merges
     20  u32      n_special (16)
@@ -16,28 +17,35 @@ are the top ids, vocab_size - 16 .. vocab_size - 1, in the order of `SPECIALS`. 
 vocab_size = 256 + n_merges + 16 always; when training stops early (no pair left with
 min_count) the tokenizer is smaller than asked and the specials move down with it.
 
+Pre-tokenizer: every tokenizer encodes with the pre-tokenizer it was trained with
+(`Tokenizer.pretokenizer`, a name of harness.pretokenizers), whose id the file stores.
+Files written before the exact pre-tokenizers existed hold id 1 and load as seed.
+
 `Tokenizer.load` refuses every bad file listed in SPEC §7 with a `TokenizerFileError`
-whose message names the file, the problem and its byte offset. The constructor makes
-the same checks on the merges it is given (a plain ValueError, no offsets).
+whose message names the file, the problem and its byte offset; an unknown pre-tokenizer
+id is one of them. The constructor makes the same checks on the merges it is given (a
+plain ValueError, no offsets).
 """
 from __future__ import annotations
 
 import os
 import struct
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from .errors import AsmbpeError
+from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
+from .pretokenizers import PRETOKENIZERS, resolve
 
 __all__ = [
-    "MAGIC", "VERSION", "PRETOK_ID", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
+    "MAGIC", "VERSION", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
     "SPECIALS", "MASKBIT", "CHAT_ROLES", "fnv1a64", "TokenizerFileError", "Tokenizer",
 ]
 
 MAGIC = b"ASMBPETK"
 VERSION = 1
-PRETOK_ID = 1          # the pre-tokenizer of SPEC §3
 N_BYTES = 256
 N_SPECIAL = 16
 MAX_VOCAB = 65535      # ids are u16 and 0xFFFF is never a token
@@ -145,8 +153,10 @@ def _check_counts(vocab_size: int, n_merges: int, n_special: int = N_SPECIAL):
 class Tokenizer:
     """A trained tokenizer: its merges and vocabulary layout (SPEC §5).
 
-    Tokenizer(merges, vocab_size=None): merges is an (M, 2) array of ids, merge i making
-    id 256 + i; vocab_size, when given, must be 256 + M + 16.
+    Tokenizer(merges, vocab_size=None, pretokenizer="nanochat"): merges is an (M, 2)
+    array of ids, merge i making id 256 + i; vocab_size, when given, must be 256 + M +
+    16; pretokenizer: a name or id of harness.pretokenizers, the one the merges were
+    learned with (every encode uses it).
 
     Encoding (`encode`, `encode_batch`, `encode_document`, `encode_many`,
     `render_chat`) goes through `harness.encoder.encode_many`. str input is encoded as
@@ -157,7 +167,9 @@ class Tokenizer:
     `decode_bytes` / `decode` map ids back (specials to their names' text).
     """
 
-    def __init__(self, merges, vocab_size: int | None = None):
+    def __init__(self, merges, vocab_size: int | None = None, *,
+                 pretokenizer=DEFAULT_PRETOKENIZER):
+        self._pretok = resolve(pretokenizer)
         arr = _as_merges(merges)
         n = len(arr)
         if vocab_size is None:
@@ -186,6 +198,12 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         return self._vocab_size
+
+    @property
+    def pretokenizer(self) -> str:
+        """The name of the pre-tokenizer this tokenizer splits text with (a name of
+        harness.pretokenizers; tokenizer.bin stores its id)."""
+        return self._pretok.name
 
     @property
     def n_merges(self) -> int:
@@ -340,21 +358,21 @@ class Tokenizer:
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
             return NotImplemented
-        return (self._vocab_size == other._vocab_size
+        return (self._vocab_size == other._vocab_size and self._pretok == other._pretok
                 and np.array_equal(self._merges, other._merges))
 
     __hash__ = None
 
     def __repr__(self):
         return (f"Tokenizer(vocab_size={self._vocab_size}, n_merges={self.n_merges}, "
-                f"merges_hash=0x{self._hash:016x})")
+                f"merges_hash=0x{self._hash:016x}, pretokenizer={self.pretokenizer!r})")
 
     # -- tokenizer.bin
 
     def to_bytes(self) -> bytes:
         """The tokenizer.bin image (SPEC §7)."""
-        header = _HEADER.pack(MAGIC, VERSION, PRETOK_ID, self._vocab_size, self.n_merges,
-                              N_SPECIAL, self._hash)
+        header = _HEADER.pack(MAGIC, VERSION, self._pretok.id, self._vocab_size,
+                              self.n_merges, N_SPECIAL, self._hash)
         return header + self._table_bytes()
 
     def save(self, path) -> None:
@@ -367,8 +385,8 @@ class Tokenizer:
     def from_bytes(cls, data, name: str = "tokenizer.bin") -> "Tokenizer":
         """Parse and validate a tokenizer.bin image; `name` is used in error messages."""
         data = bytes(data)
-        vocab_size, n_merges, stored_hash = _check_header(data[:HEADER_SIZE], len(data), name)
-        return cls._from_table(data[HEADER_SIZE:], vocab_size, n_merges, stored_hash, name)
+        head = _check_header(data[:HEADER_SIZE], len(data), name)
+        return cls._from_table(data[HEADER_SIZE:], head, name)
 
     @classmethod
     def load(cls, path) -> "Tokenizer":
@@ -378,17 +396,17 @@ class Tokenizer:
         with open(path, "rb") as f:
             file_len = os.fstat(f.fileno()).st_size
             header = f.read(HEADER_SIZE)
-            vocab_size, n_merges, stored_hash = _check_header(header, file_len, name)
-            table = f.read(4 * n_merges + 1)
-        if len(table) != 4 * n_merges:      # the file changed under us
+            head = _check_header(header, file_len, name)
+            table = f.read(4 * head.n_merges + 1)
+        if len(table) != 4 * head.n_merges:     # the file changed under us
             raise TokenizerFileError(name, HEADER_SIZE + len(table),
                                      f"merge table is {len(table)} bytes, expected "
-                                     f"{4 * n_merges} (file changed while reading?)")
-        return cls._from_table(table, vocab_size, n_merges, stored_hash, name)
+                                     f"{4 * head.n_merges} (file changed while reading?)")
+        return cls._from_table(table, head, name)
 
     @classmethod
-    def _from_table(cls, table: bytes, vocab_size: int, n_merges: int, stored_hash: int,
-                    name: str) -> "Tokenizer":
+    def _from_table(cls, table: bytes, head: "_Header", name: str) -> "Tokenizer":
+        n_merges, stored_hash = head.n_merges, head.hash
         merges = np.frombuffer(table, dtype="<u2").reshape(n_merges, 2)
         found = _first_merge_problem(merges)
         if found:
@@ -402,7 +420,7 @@ class Tokenizer:
                 name, OFF_HASH,
                 f"hash mismatch at offset {OFF_HASH}: the header says 0x{stored_hash:016x}, "
                 f"the merge table hashes to 0x{actual:016x}")
-        return cls(merges.astype(np.uint16), vocab_size)
+        return cls(merges.astype(np.uint16), head.vocab_size, pretokenizer=head.pretok)
 
 
 def _doc_bytes(doc, k: int) -> bytes:
@@ -414,9 +432,16 @@ def _doc_bytes(doc, k: int) -> bytes:
     raise TypeError(f"document {k}: expected str or bytes, got {type(doc).__name__}")
 
 
-def _check_header(header: bytes, file_len: int, name: str) -> tuple[int, int, int]:
-    """Validate the 32-byte header against the file length; (vocab_size, n_merges,
-    hash). Checks in the order of SPEC §7."""
+class _Header(NamedTuple):
+    vocab_size: int
+    n_merges: int
+    hash: int
+    pretok: int             # a known pre-tokenizer id
+
+
+def _check_header(header: bytes, file_len: int, name: str) -> _Header:
+    """Validate the 32-byte header against the file length. Checks in the order of
+    SPEC §7 (the pre-tokenizer id with the version)."""
     if not MAGIC.startswith(header[:len(MAGIC)]):     # (a short file may be cut in it)
         raise TokenizerFileError(name, OFF_MAGIC,
                                  f"bad magic at offset {OFF_MAGIC}: {header[:8]!r}, "
@@ -430,10 +455,11 @@ def _check_header(header: bytes, file_len: int, name: str) -> tuple[int, int, in
         raise TokenizerFileError(name, OFF_VERSION,
                                  f"bad format version {version} at offset {OFF_VERSION}, "
                                  f"expected {VERSION}")
-    if pretok != PRETOK_ID:
+    if pretok not in {p.id for p in PRETOKENIZERS}:
+        known = ", ".join(str(p) for p in PRETOKENIZERS)
         raise TokenizerFileError(name, OFF_PRETOK,
                                  f"unknown pre-tokenizer id {pretok} at offset {OFF_PRETOK}, "
-                                 f"expected {PRETOK_ID}")
+                                 f"expected one of {known}")
     expected_len = HEADER_SIZE + 4 * n_merges
     if file_len != expected_len:
         raise TokenizerFileError(name, OFF_NMERGES,
@@ -448,4 +474,4 @@ def _check_header(header: bytes, file_len: int, name: str) -> tuple[int, int, in
         raise TokenizerFileError(name, OFF_VOCAB,
                                  f"bad vocab_size at offset {OFF_VOCAB}: "
                                  + _check_counts(vocab_size, n_merges, n_special))
-    return vocab_size, n_merges, stored_hash
+    return _Header(vocab_size, n_merges, stored_hash, pretok)

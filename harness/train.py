@@ -1,12 +1,14 @@
 """Training (SPEC §4) from Python: documents in, merges + tokenizer out.
 
     result = harness.train(inputs, vocab_size=32768, threads=None, naive=False,
-                           max_word_bytes=256, min_count=1, verify=False)
+                           max_word_bytes=256, min_count=1, verify=False,
+                           pretokenizer="nanochat")
 
 Python reads the input and hands it to the library in batches (16 MB by default,
 measured faster than 4 or 64 MB on english): each batch is one
 padded buffer plus document end offsets, counted by ONE `asmbpe_count_words` call on
-`threads` threads into a persistent word table (which keeps copies of the words, so
+`threads` threads (its chunks cut by the chosen pre-tokenizer, whose id the call
+takes) into a persistent word table (which keeps copies of the words, so
 each batch is freed after its call). Then ONE `asmbpe_train` call lays the words out,
 counts the pairs and runs the whole merge loop on all threads.
 
@@ -42,6 +44,8 @@ from ._lib import ffi, lib
 from .buffers import Packer, Padded
 from .corpora import estimate_bytes, iter_batches, prefetch
 from .errors import AsmbpeError
+from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
+from .pretokenizers import resolve
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
@@ -79,13 +83,15 @@ class TrainResult:
     merges:    (M, 2) uint16, merge i made token 256 + i from (left, right);
     counts:    (M,) uint64, the winning pair count of each merge;
     tokenizer: the Tokenizer of these merges (vocab_size = 256 + M + 16; smaller than
-               asked when training stopped early);
+               asked when training stopped early), with the pre-tokenizer they were
+               learned with (`tokenizer.pretokenizer`);
     stats:     "seconds" (a dict per phase, see the module doc) and counters:
                bytes_in, documents, chunks (chunks counted, long ones left out),
                unique_words, words (unique words of >= 2 bytes, the ones laid out),
                tokens (their bytes), distinct_pairs (at the start), merges,
-               merges_asked, rewrites (word rewrites), compactions, threads (of the
-               merge loop; 1 when naive), count_threads, naive, verify,
+               merges_asked, pretokenizer (its name), rewrites (word rewrites),
+               compactions, threads (of the merge loop; 1 when naive),
+               count_threads, naive, verify,
                peak_memory_bytes (max of the library's peak mapped bytes and the
                process's ru_maxrss), library_peak_bytes, max_rss_bytes, tsc_hz,
                cycles (the raw rdtsc counts per phase).
@@ -165,8 +171,9 @@ SMALL_WORDS_BYTES = 1 << 20     # unique-word bytes under which the merge loop, 
 
 def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bool = False,
           max_word_bytes: int = 256, min_count: int = 1, verify: bool = False,
-          progress: Progress | None = None, *, batch_bytes: int = BATCH_BYTES,
-          separator=None, per_merge: bool = False) -> TrainResult:
+          progress: Progress | None = None, *, pretokenizer=DEFAULT_PRETOKENIZER,
+          batch_bytes: int = BATCH_BYTES, separator=None,
+          per_merge: bool = False) -> TrainResult:
     """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
 
     inputs: bytes or str (one document), a list/tuple/iterable of them (one document
@@ -183,6 +190,9 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     min_count: stop when the best pair's count is below this (0 counts as 1).
     verify: after the run, recount every pair and compare with the table kept up to
         date, and check the winning counts never went up; TrainError on a violation.
+    pretokenizer: how documents are cut into chunks (words): a name or id of
+        harness.pretokenizers ("nanochat" by default; "seed" for SPEC §3's byte-level
+        one). The tokenizer learned records it and encodes with it.
     progress: called as progress("count", bytes_counted, bytes_estimated_or_None)
         after each batch, progress("merge", 0, merges_asked) before the merge loop and
         progress("merge", merges_learned, merges_asked) after it.
@@ -202,6 +212,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
     min_count = _check_int("min_count", min_count, 0)
     batch_bytes = _check_int("batch_bytes", batch_bytes, 1)
+    pretok = resolve(pretokenizer)
     report = progress or (lambda phase, done, total: None)
 
     kind, items = _classify(inputs)
@@ -216,7 +227,7 @@ def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bo
     L.asmbpe_mapped_peak(1)
     seconds = dict(read=0.0, count=0.0)
     bytes_in = documents = 0
-    table = WordTable()
+    table = WordTable(pretok)
     try:
         report("count", 0, total_est)
         packer = Packer()
@@ -255,15 +266,25 @@ class WordTable:
     `harness.train` counts into one; the distributed path counts shards into one per
     worker, ships `export()` arrays and merges them with `add()` (the library's table
     merge), then learns merges with `train_words`. Counts and merges never depend on
-    how the words were split up or in which order tables were merged."""
+    how the words were split up or in which order tables were merged.
 
-    def __init__(self):
+    pretokenizer (a name or id of harness.pretokenizers): what `count` cuts documents
+    with, and what the tokenizer `train_words` learns from the table records; words
+    added with `add` must have been cut by the same one."""
+
+    def __init__(self, pretokenizer=DEFAULT_PRETOKENIZER):
         self._h = None
+        self._pretok = resolve(pretokenizer)
         L = lib()
         handle = L.asmbpe_wordtab_new()
         if handle == ffi.NULL:
             raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
         self._h = handle
+
+    @property
+    def pretokenizer(self) -> str:
+        """The name of the pre-tokenizer the table's words are cut by."""
+        return self._pretok.name
 
     @property
     def handle(self):
@@ -292,13 +313,14 @@ class WordTable:
 
     def _count_packed(self, ptr, ends: np.ndarray, threads: int, max_word_bytes: int) -> None:
         got = lib().asmbpe_count_words(self.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
-                                       len(ends), threads, max_word_bytes, 1)
+                                       len(ends), threads, max_word_bytes, self._pretok.id)
         if got < 0:
             raise TrainError(f"counting words failed: {_status(got)}", int(got))
 
     def count(self, docs: list[bytes], threads: int | None = None,
               max_word_bytes: int = 256) -> None:
-        """Count the chunks of documents (bytes) into the table, on `threads` threads."""
+        """Count the chunks of documents (bytes) into the table, on `threads` threads,
+        cut by the table's pre-tokenizer."""
         threads = _check_int("threads", threads if threads is not None
                              else min(os.cpu_count() or 1, MAX_THREADS), 1, MAX_THREADS)
         max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
@@ -342,7 +364,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     """Learn merges from the words of a WordTable (what `train` does after counting):
     lay them out, count pairs, run the merge loop on `threads` threads (default all
     CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
-    documents the table counted. (`_release`, for `train`: the library gives the
+    documents the table counted; the tokenizer has the table's pre-tokenizer. (`_release`, for `train`: the library gives the
     table's memory back once the words are laid out; the table is closed then.)"""
     t_start = _t_start if _t_start is not None else time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
@@ -356,6 +378,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     if _seconds is None:
         L.asmbpe_mapped_peak(1)
     seconds = dict(_seconds or dict(read=0.0, count=0.0))
+    pretok = table._pretok
     tab = table.handle
     unique_words = len(table)
     chunks = table.total
@@ -403,10 +426,10 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     report("merge", learned, n_merges)
 
     stats = _stats(L, raw, seconds, train_call)
-    tokenizer = Tokenizer(merges)
+    tokenizer = Tokenizer(merges, pretokenizer=pretok)
     stats.update(
         bytes_in=0, documents=0, chunks=chunks, unique_words=unique_words,
-        merges=learned, merges_asked=n_merges, count_threads=0,
+        merges=learned, merges_asked=n_merges, pretokenizer=pretok.name, count_threads=0,
         naive=bool(naive), verify=bool(verify),
     )
     if records is not None:

@@ -19,7 +19,8 @@ from harness import _lib
 from harness.corpora import InputError, available, corpora_dir, read_documents
 
 ROOT = Path(__file__).resolve().parents[1]
-ROW_KEYS = {"impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s"}
+ROW_KEYS = {"impl", "task", "pretokenizer", "corpus", "bytes", "threads", "median_s",
+            "mb_per_s"}
 
 
 
@@ -29,7 +30,7 @@ ROW_KEYS = {"impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s"
 def test_split_spec_example(tmp_path):
     f = tmp_path / "a.txt"
     f.write_bytes(b"Hello world don't $9.99")
-    r = invoke("split", f)
+    r = invoke("split", "--pretokenizer", "seed", f)
     assert r.exit_code == 0, r.output
     assert r.stdout_bytes == b"Hello| world| don|'t| $|9|.|99\n"
 
@@ -40,15 +41,15 @@ def test_split_raw_bytes(tmp_path):
     f.write_bytes(data)
     r = invoke("split", f)
     assert r.exit_code == 0, r.output
-    assert r.stdout_bytes == b"|".join(harness.split(data)) + b"\n"
+    assert r.stdout_bytes == b"|".join(harness.split(data)) + b"\n"         # nanochat
     assert r.stdout_bytes[:-1].replace(b"|", b"") == data        # no | in data: lossless
 
 
 def test_split_subprocess(tmp_path):
     f = tmp_path / "c.txt"
     f.write_bytes("emoji 😀😀 ok\n日本語のテキスト。".encode())
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "split", str(f)],
-                       capture_output=True, cwd=ROOT, timeout=60)
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "split", "--pretokenizer", "seed",
+                        str(f)], capture_output=True, cwd=ROOT, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stderr == b""
     assert p.stdout == "emoji| 😀😀| ok|\n|日本語のテキスト|。\n".encode()
@@ -184,7 +185,7 @@ def test_bench_pretok_json(tmp_path):
         pytest.skip(f"no corpus .parquet file in {corpora_dir()}")
     out = tmp_path / "out.json"
     r = invoke("bench", "pretok", "--corpus", names[0], "--limit-mb", "0.2",
-               "--twin-mb", "0.05", "--runs", "1", "--json", out)
+               "--twin-mb", "0.05", "--runs", "1", "--json", out, "--pretokenizer", "seed")
     assert r.exit_code == 0, r.output
     assert "WARNING" not in r.output
     assert "asm/oracle" in r.output and "asm/twin" in r.output
@@ -195,6 +196,7 @@ def test_bench_pretok_json(tmp_path):
     for row in rows:
         assert set(row) == ROW_KEYS
         assert row["task"] == "pretok" and row["corpus"] == names[0] and row["threads"] == 1
+        assert row["pretokenizer"] == "seed"
         assert row["median_s"] > 0 and row["mb_per_s"] > 0
     assert rows[0]["bytes"] == rows[1]["bytes"] >= 200_000
     assert 0 < rows[2]["bytes"] <= 50_000

@@ -302,11 +302,12 @@ def test_stats(tmp_path, tok_path, tok):
         assert lines[2].startswith(f"tokens           {t.n_tokens:,} ({t.n_tokens - 4:,} "
                                    "text, 4 special)")
         assert f"{nbytes / (t.n_tokens - 4):.3f}" in lines[3]
-        assert lines[5] == "top 3 tokens:"
+        assert lines[5] == "pre-tokenizer    nanochat (id 2)"
+        assert lines[6] == "top 3 tokens:"
         counts = np.bincount(t.tokens, minlength=tok.vocab_size)
         top = [int(i) for i in np.argsort(-counts, kind="stable")[:3]]
-        assert [int(ln.split()[0]) for ln in lines[7:]] == top
-        assert lines[7].split()[1] == f"{counts[top[0]]:,}"
+        assert [int(ln.split()[0]) for ln in lines[8:]] == top
+        assert lines[8].split()[1] == f"{counts[top[0]]:,}"
 
 
 # --------------------------------------------------------------------------- export
@@ -343,7 +344,7 @@ def test_bench_encode_smoke(tmp_path):
         pytest.skip(f"english.parquet not found in {corpora_dir()}")
     out = tmp_path / "rows.json"
     r = invoke("bench", "encode", "--limit-mb", 0.2, "--vocab-size", 512, "--runs", 1,
-               "--threads", 2, "--json", out)
+               "--threads", 2, "--json", out, "--pretokenizer", "seed")
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
     names = ["asmbpe"] + [n for n in ("tiktoken", "tokenizers", "gigatoken") if installed(n)]

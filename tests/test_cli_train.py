@@ -167,7 +167,7 @@ def test_bench_train_smoke(tmp_path):
         pytest.skip(f"english.parquet not found in {corpora_dir()}")
     out = tmp_path / "rows.json"
     r = invoke("bench", "train", "--limit-mb", 1, "--vocab-size", 600, "--runs", 1,
-               "--threads", 2, "--json", out)
+               "--threads", 2, "--json", out, "--pretokenizer", "seed")
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
     impls = [row["impl"] for row in rows]
@@ -188,6 +188,7 @@ def test_bench_train_smoke(tmp_path):
     if "rustbpe" in impls:
         assert rows[impls.index("rustbpe")]["merges_equal"] is True
     assert "time/asm" in r.output and "wrote" in r.output
+    assert "pre-tokenizer seed (id 1)" in r.output
 
 
 def test_bench_train_bad_arguments(tmp_path, monkeypatch):

@@ -49,18 +49,19 @@ def test_a_new_tokenizer_takes_cleared_states_from_the_pool():
     with open(KJV, "rb") as f:
         text = f.read()[:400_000]
     docs = [text[i:i + 20_000] for i in range(0, len(text), 20_000)] + [b" " * 60] * 3
-    small = harness.train([text], vocab_size=600).tokenizer
-    big = harness.train([text], vocab_size=2000).tokenizer
+    small = harness.train([text], vocab_size=600, pretokenizer="seed").tokenizer
+    big = harness.train([text], vocab_size=2000, pretokenizer="seed").tokenizer
     for threads in (2, 3):
         lib().asmbpe_enc_trim()
-        first = Tokenizer(small.merges)
+        first = Tokenizer(small.merges, pretokenizer="seed")
         first.encode_many(docs, threads=threads)                  # caches filled
         del first
         gc.collect()
-        second = Tokenizer(big.merges)
+        second = Tokenizer(big.merges, pretokenizer="seed")
         got, counts = second.encode_many(docs, threads=threads)
         stats = encoder_stats(second)
-        want, want_counts = Tokenizer(big.merges).encode_many(docs, threads=1, cache=False)
+        want, want_counts = Tokenizer(big.merges, pretokenizer="seed").encode_many(
+            docs, threads=1, cache=False)
         assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()
         assert stats["chunks"] == sum(len(twin.split(d)) for d in docs)
         del second
@@ -70,18 +71,19 @@ def test_a_new_tokenizer_takes_cleared_states_from_the_pool():
 @pytest.fixture(scope="module")
 def kjv_tok() -> Tokenizer:
     with open(KJV, "rb") as f:
-        return harness.train([f.read()], vocab_size=4096).tokenizer
+        return harness.train([f.read()], vocab_size=4096, pretokenizer="seed").tokenizer
 
 
 @pytest.fixture(scope="module")
 def corpus_tok(corpus_files) -> Tokenizer:
     """One tokenizer learned from a slice of each corpus, so that every corpus has
-    long merged tokens to exercise."""
+    long merged tokens to exercise (the seed pre-tokenizer: the one test_pretok holds to
+    its twin and oracle)."""
     from harness.corpora import read_documents
     docs = []
     for path in corpus_files:
         docs += read_documents(path, 4 << 20)
-    return harness.train(docs, vocab_size=8192).tokenizer
+    return harness.train(docs, vocab_size=8192, pretokenizer="seed").tokenizer
 
 
 def _twin_ids(ranks, memo: dict, chunks: list[bytes], bos: list[int]) -> list[int]:
@@ -106,7 +108,8 @@ def test_every_corpus_document_equals_the_twin(corpus_files, corpus_tok):
             ends = np.cumsum(counts)
             starts = ends - counts
             for k, doc in enumerate(docs):
-                want = _twin_ids(ranks, memo, harness.split(doc), [corpus_tok.special_id("<|bos|>")])
+                want = _twin_ids(ranks, memo, harness.split(doc, pretokenizer="seed"),
+                                 [corpus_tok.special_id("<|bos|>")])
                 got = ids[starts[k]:ends[k]].tolist()
                 assert got == want, (f"{path.name} document {k} (cache {cache}): first difference at "
                                      f"id {next(i for i, (a, b) in enumerate(zip(got + [-1], want + [-1])) if a != b)}")
@@ -160,7 +163,7 @@ def test_cache_is_used(kjv_tok):
     after = encoder_stats(kjv_tok)
     chunks = after["chunks"] - before["chunks"]
     hits = after["cache_hits"] - before["cache_hits"]
-    assert chunks == len(harness.split(data))
+    assert chunks == len(harness.split(data, pretokenizer="seed"))
     assert hits > chunks // 2
 
 
@@ -168,7 +171,7 @@ def test_long_chunks_take_the_heap_path_and_stay_fast():
     # merges that double runs of 'a' and of spaces, and join 'ab' + 'c'
     merges = [(97, 97), (256, 256), (257, 257), (258, 258), (259, 259), (32, 32), (261, 261),
               (97, 98), (263, 99)]
-    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     ranks = twin.merge_ranks(tok.merges)
     for text in (b"a" * 1000, b"a" * 4099, b" " * 3001 + b"x", b"abc" * 50 + b"ab"):
         got = tok.encode(text, cache=False).tolist()
@@ -191,7 +194,7 @@ def test_runs_of_one_byte_come_from_the_memo():
     merge; 300 spaces) and runs broken by one other byte are encoded each time."""
     merges = [(97, 97), (256, 256), (257, 257), (258, 258), (259, 259), (32, 32), (261, 261),
               (33, 33), (263, 263), (264, 264), (265, 265)]
-    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     ranks = twin.merge_ranks(tok.merges)
     runs = []
     for n in (49, 50, 63, 64, 65, 66, 81, 113, 129, 300):  # ('a' and '!' of one length,

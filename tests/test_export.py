@@ -4,6 +4,10 @@ HF's BPE is the oracle of merge-order encoding: the exported tokenizer.json must
 exactly as harness.dev.twin.encode. tiktoken merges by the rank of the concatenated bytes;
 it must agree too on trained tokenizers, and the hand-built case below shows where it
 does not. Tokenizers with two ids spelling the same bytes cannot be exported at all.
+
+The tokenizers here use the seed pre-tokenizer (the twin's default, and the one whose
+assembly is held to its oracle); the last test holds a nanochat tokenizer's exports to
+asmbpe on every corpus document.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ A, B, C = ord("a"), ord("b"), ord("c")
 
 @pytest.fixture(scope="module")
 def kjv_tok() -> Tokenizer:
-    return harness.train(KJV.read_bytes(), vocab_size=2048).tokenizer
+    return harness.train(KJV.read_bytes(), vocab_size=2048, pretokenizer="seed").tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +51,7 @@ def corpus_sample(corpus_files) -> dict[str, list[bytes]]:
 def corpus_tok(corpus_sample) -> Tokenizer:
     """vocab_size 8192, trained by the assembly on the three corpus samples together."""
     docs = [d for docs in corpus_sample.values() for d in docs]
-    return harness.train(docs, vocab_size=8192).tokenizer
+    return harness.train(docs, vocab_size=8192, pretokenizer="seed").tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +116,7 @@ texts = st.lists(st.sampled_from(["a", "b", "ab", " ", "\n", "1", "é", "日", "
 @given(st.lists(texts, min_size=1, max_size=10), st.lists(texts, max_size=5))
 def test_random_trained_tokenizers_export_exactly(corpus, samples):
     result = twin.train(corpus, 272 + 30)
-    tok = Tokenizer(result.merges)
+    tok = Tokenizer(result.merges, pretokenizer="seed")
     with tempfile.TemporaryDirectory() as tmp:
         hf, enc = exported(tok, Path(tmp))
     for text in corpus + samples:
@@ -127,7 +131,7 @@ def test_tiktoken_merges_a_pair_that_is_not_a_merge(tmp_path):
     # (b, c) is merge 0, (a, b) merge 1, (ab, c) merge 2 = "abc". Merge order turns "abc"
     # into a|bc and stops there, since (a, bc) is no merge; tiktoken joins a and bc
     # because their bytes "abc" have a rank. HF follows the merges.
-    tok = Tokenizer([(B, C), (A, B), (257, C)])
+    tok = Tokenizer([(B, C), (A, B), (257, C)], pretokenizer="seed")
     hf, enc = exported(tok, tmp_path)
     assert twin.encode(tok.merges, b"abc") == [A, 256]
     assert hf_ids(hf, "abc") == [A, 256]
@@ -200,7 +204,7 @@ def test_tiktoken_files_load_and_decode(kjv_tok, tmp_path, monkeypatch):
 def test_load_tiktoken_refuses_another_tokenizers_export(kjv_tok, tmp_path):
     path = tmp_path / "ranks.tiktoken"
     export.export_tiktoken(kjv_tok, path)
-    other = Tokenizer(kjv_tok.merges[:-1])
+    other = Tokenizer(kjv_tok.merges[:-1], pretokenizer="seed")
     with pytest.raises(ValueError, match="not the tiktoken export"):
         export.load_tiktoken(path, other)
 
@@ -240,3 +244,52 @@ def test_bytes_to_unicode_is_gpt2s_alphabet():
     assert alphabet[ord(" ")] == "Ġ" and alphabet[ord("\n")] == "Ċ"
     assert alphabet[0] == "Ā" and alphabet[0xAD] == "Ń"
     assert np.all([c.isprintable() for c in alphabet.values()])
+
+
+# ---------------------------------------------- a nanochat tokenizer, every document
+
+@pytest.fixture(scope="module")
+def nanochat_tok(corpus_sample) -> Tokenizer:
+    """vocab_size 8192, the nanochat pre-tokenizer (the default), trained by the
+    assembly on the three corpus samples together."""
+    docs = [d for docs in corpus_sample.values() for d in docs]
+    return harness.train(docs, vocab_size=8192, pretokenizer="nanochat").tokenizer
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:                  # a document that is not valid UTF-8
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["english", "multilingual", "code"])
+def test_nanochat_exports_equal_asmbpe_on_every_valid_corpus_document(
+        corpus_files, corpus_texts, nanochat_tok, tmp_path, name):
+    """The tiktoken and tokenizer.json exports of a nanochat tokenizer carry nanochat's
+    pattern string and give asmbpe's ids on every valid UTF-8 document of each corpus.
+    Waits for the exact scanners (asm/pretok_exact.asm): until they land the library
+    cuts nanochat's text as seed, which differs from the pattern on some non-ASCII."""
+    path = next((p for p in corpus_files if p.stem == name), None)
+    if path is None:
+        pytest.skip(f"{name}.parquet not found")
+    hf, enc = exported(nanochat_tok, tmp_path)
+    texts = [t for t in corpus_texts(path) if _utf8(t)]
+    ids, counts = nanochat_tok.encode_many(texts)
+    ends = np.cumsum(counts, dtype=np.int64)
+    starts = ends - counts.astype(np.int64)
+    failures = []
+    for k0 in range(0, len(texts), 256):
+        block = texts[k0:k0 + 256]
+        theirs = zip(hf.encode_batch(block, add_special_tokens=False),
+                     enc.encode_ordinary_batch(block))
+        for k, (h, t) in enumerate(theirs, k0):
+            ours = ids[starts[k]:ends[k]].tolist()
+            for library, other in (("tokenizers", h.ids), ("tiktoken", t)):
+                if ours != other:
+                    at = next((i for i, (a, b) in enumerate(zip(ours, other)) if a != b),
+                              min(len(ours), len(other)))
+                    failures.append(f"{name} document {k}: {library} differs at id {at}")
+    assert not failures, f"{len(failures)} differences; " + "; ".join(failures[:10])

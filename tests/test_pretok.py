@@ -1,6 +1,7 @@
-"""The assembly pre-tokenizer (pretok_next, split_offsets) against the naive
-twin and the oracle regex: SPEC examples, checkasm's edge table and 10,000
-random inputs (guard pages, checked calls), every corpus document, hypothesis."""
+"""The assembly seed pre-tokenizer (SPEC §3: pretok_next, split_offsets) against the
+naive twin and the oracle regex: SPEC examples, checkasm's edge table and 10,000
+random inputs (guard pages, checked calls), every corpus document, hypothesis. And the
+public split_offsets' own work around the library call (its buffers, threads)."""
 from __future__ import annotations
 
 import os
@@ -28,11 +29,11 @@ SPEC_EXAMPLES = [
 
 @pytest.mark.parametrize("text,want", SPEC_EXAMPLES)
 def test_spec_examples(text, want):
-    chunks = [c.decode() for c in harness.split(text.encode())]
+    chunks = [c.decode() for c in harness.split(text.encode(), pretokenizer="seed")]
     assert "|".join(chunks) == want
     # the same text inside a long one, so the 64-byte window path sees it too
     long = ("The quick brown fox. " * 4 + "\n" + text + " " + "jumps over it " * 5).encode()
-    assert harness.split(long) == twin.split(long)
+    assert harness.split(long, pretokenizer="seed") == twin.split(long)
 
 
 def test_empty_and_str_input():
@@ -73,16 +74,65 @@ def test_long_document_is_split_in_blocks():
     data = ("word, 12345 don't\n\t  é " * 5000).encode()
     from harness.pretok import offsets_of
     buf = Padded(data)
-    assert offsets_of(buf, block=7).tolist() == offsets_of(buf).tolist() == twin.split_offsets(data)
+    assert (offsets_of(buf, block=7, pretokenizer="seed").tolist()
+            == offsets_of(buf, pretokenizer="seed").tolist() == twin.split_offsets(data))
+
+
+def test_public_path_every_input_type_and_no_aliasing():
+    """split_offsets takes bytes, bytearray, memoryview (of any item size: its bytes) and
+    str (UTF-8, lone surrogates passed through); each result is an array of its own, not
+    a view of the thread's buffers that the next call overwrites."""
+    text = "naïve café, don't 123456 — 日本語 😀\n\n  x\ud800y"
+    raw = text.encode("utf-8", "surrogatepass")
+    want = twin.split_offsets(raw)
+    words = np.frombuffer(raw[:32], dtype=np.uint32)
+    for form in (raw, bytearray(raw), memoryview(raw), text):
+        got = harness.split_offsets(form, pretokenizer="seed")
+        assert got.dtype == np.uint64 and got.tolist() == want
+    assert harness.split_offsets(words, "seed").tolist() == twin.split_offsets(raw[:32])
+    first = harness.split_offsets(raw, "seed")
+    assert first.base is None and first.flags.writeable and first.flags.owndata
+    harness.split_offsets(b"x" * 5000, "seed")
+    assert first.tolist() == want                     # untouched by the next call
+    assert harness.split(text, "seed") == twin.split(raw)
+
+
+@pytest.mark.parametrize("keep", [None, 64])
+def test_public_path_grows_its_buffers(monkeypatch, keep):
+    """Texts with more chunks than the first guess (one per 3 bytes) make the offsets
+    buffer grow while the library continues after the last chunk; growing and shrinking
+    texts, and buffers too large to keep (KEEP_BYTES), give the twin's offsets."""
+    from harness import pretok
+
+    if keep is not None:
+        monkeypatch.setattr(pretok, "KEEP_BYTES", keep)
+    texts = [b"a " * 40_000, b"!", b"", b"1 " * 3 + b"\xff" * 9000, b"ab cd" * 30_000,
+             b"x" * 100, "é ".encode() * 20_000]
+    for data in texts + texts[::-1]:
+        assert harness.split_offsets(data, "seed").tolist() == twin.split_offsets(data)
+
+
+def test_public_path_threads():
+    """Each thread has its own buffers: threads splitting different texts at once all
+    get their own text's offsets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [(b"word %d, " % k) * (1000 + 997 * k) + "日本語 é".encode() * k for k in range(8)]
+    want = [twin.split_offsets(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda t: harness.split_offsets(t, "seed").tolist(), texts))
+            assert got == want
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
 def test_tiling_arbitrary_bytes(data):
-    chunks = harness.split(data)
+    chunks = harness.split(data, pretokenizer="seed")
     assert b"".join(chunks) == data
     assert all(chunks)
     assert chunks == twin.split(data)
+    assert b"".join(harness.split(data)) == data        # the default (nanochat) tiles too
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,7 +143,7 @@ def test_tiling_arbitrary_bytes(data):
 def test_window_path_on_texty_bytes(pieces):
     """Long texty inputs, so the 64-byte window path runs on every shape."""
     data = b"".join(pieces)
-    assert harness.split(data) == twin.split(data)
+    assert harness.split(data, pretokenizer="seed") == twin.split(data)
 
 
 # ----------------------------------------------------------------- corpora

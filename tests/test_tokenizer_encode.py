@@ -2,7 +2,8 @@
 encode_many, encode_document, render_chat, decode_bytes, decode.
 
 Encoding is checked against the naive twin (harness.dev.twin.encode); decoding against the
-bytes of the input. The tokenizer is trained by the assembly on the bundled sample.
+bytes of the input. The tokenizer is trained by the assembly on the bundled sample, with
+the seed pre-tokenizer (the twin's default).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ MIXED = ["Hello world", "don't STOP 123456 $9.99", "naïve café — “quotes�
 def tok() -> Tokenizer:
     """2048 ids, trained on the bundled KJV sample plus a little non-ASCII text."""
     docs = [KJV.read_bytes()] + [t.encode() for t in MIXED] * 50
-    return harness.train(docs, vocab_size=2048).tokenizer
+    return harness.train(docs, vocab_size=2048, pretokenizer="seed").tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -384,7 +385,7 @@ def test_rooms_are_shared_by_encoders_and_never_by_two_calls(tok, kjv_docs):
     for runs in results.values():
         for got, counts in runs:
             assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
-    assert len(encoder._ROOMS.free) <= encoder._Pool.KEEP
+    assert len(encoder._ROOMS.free) <= encoder.Pool.KEEP
 
 
 def test_results_reuse_memory_only_when_every_view_is_gone(tok, kjv_docs):
@@ -414,7 +415,7 @@ def test_results_reuse_memory_only_when_every_view_is_gone(tok, kjv_docs):
         assert np.array_equal(view, kept)                   # not overwritten
         del view, again
         gc.collect()
-        assert len(encoder._RESULTS.free) == encoder._Pool.KEEP
+        assert len(encoder._RESULTS.free) == encoder.Pool.KEEP
         third, _ = tok.encode_many(kjv_docs, threads=threads)
         assert address(third) in (first, second)            # a block given back
         assert np.array_equal(third, want) and third.flags.writeable
@@ -432,7 +433,7 @@ def test_whole_token_table_holds_only_ids_their_bytes_encode_to(merges):
     an id only when its own bytes encode to it: here "abc" is a merge whose bytes
     encode otherwise, or one of two ids with the same bytes. Cached calls (the table,
     then the cache, on repeated chunks) equal the twin and the uncached path."""
-    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     docs = [b"abc", b"abc abc abc", b"ab bc abc", b"cabc", b"abcabc"] * 3
     for d in docs:
         want = twin.encode(tok.merges, d)
@@ -479,7 +480,7 @@ def test_long_probe_runs_that_wrap_around_the_pair_table():
         return bytes(base[i - 256]) if i >= 256 else bytes([i])
 
     words = [b" " + spell(a) + spell(b) for a, b in chosen + others]
-    tok = Tokenizer(np.array(merges, dtype=np.uint16))
+    tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     doc = b"".join(words)
     want = twin.encode(tok.merges, doc)
     assert ids(tok.encode(doc, cache=False)) == want

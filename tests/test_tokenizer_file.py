@@ -44,8 +44,8 @@ def craft(merges, *, magic=MAGIC, version=1, pretok=1, vocab_size=None, n_merges
 @pytest.fixture
 def trained() -> Tokenizer:
     text = "the quick brown fox jumps over the lazy dog; the dog sleeps. " * 30
-    r = twin.train(text, 272 + 60)
-    return Tokenizer(r.merges, 256 + r.n_merges + 16)
+    r = twin.train(text, 272 + 60)                  # the twin's default: seed (id 1)
+    return Tokenizer(r.merges, 256 + r.n_merges + 16, pretokenizer="seed")
 
 
 def rejected(tmp_path, data: bytes, problem: str, offset: int) -> TokenizerFileError:
@@ -84,7 +84,7 @@ def test_fnv1a64_largest_table_is_fast():
 # ------------------------------------------------------------------- vocabulary layout
 
 def test_constants():
-    assert MAGIC == b"ASMBPETK" and tk.VERSION == 1 and tk.PRETOK_ID == 1
+    assert MAGIC == b"ASMBPETK" and tk.VERSION == 1
     assert N_SPECIAL == 16 and len(SPECIALS) == 16
     assert SPECIALS[:5] == ["<|bos|>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"]
     assert SPECIALS[5:] == [f"<|reserved_{k}|>" for k in range(11)]
@@ -167,7 +167,7 @@ def test_round_trip_random_merges(tmp_path_factory, data):
     t = Tokenizer(np.array(merges, dtype=np.int64).reshape(n, 2))
     path = tmp_path_factory.mktemp("rt") / "t.bin"
     t.save(path)
-    assert path.read_bytes() == craft(merges)
+    assert path.read_bytes() == craft(merges, pretok=2)         # nanochat, the default
     assert Tokenizer.load(path) == t
 
 
@@ -200,7 +200,9 @@ def test_reject_bad_version(tmp_path):
 
 
 def test_reject_unknown_pretokenizer(tmp_path):
-    rejected(tmp_path, craft(GOOD, pretok=2), "pre-tokenizer", 10)
+    for pretok in (0, 6, 0x100, 0xFFFF):
+        e = rejected(tmp_path, craft(GOOD, pretok=pretok), f"unknown pre-tokenizer id {pretok}", 10)
+        assert "seed (id 1)" in str(e) and "gpt2 (id 5)" in str(e)
 
 
 def test_reject_too_short_for_the_header(tmp_path):

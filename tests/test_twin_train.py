@@ -297,7 +297,11 @@ def _assembly_split():
         harness.split(b"probe")
     except Exception as e:                          # library missing or CPU without AVX2
         pytest.skip(f"assembly pre-tokenizer unavailable: {e}")
-    return harness.split
+
+    def seed_split(data):
+        return harness.split(data, pretokenizer="seed")      # the twin's default
+
+    return seed_split
 
 
 def _sample_text(n_bytes: int) -> bytes:

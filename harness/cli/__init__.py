@@ -1,14 +1,15 @@
 """The `asmbpe` command line (click).
 
-    asmbpe split FILE            chunks of FILE joined by |
+    asmbpe split FILE            chunks of FILE joined by |  (--pretokenizer NAME: nanochat)
     asmbpe train INPUT... -o tokenizer.bin   learn merges (SPEC §4), write tokenizer.bin
+                                 (--pretokenizer NAME, default nanochat, kept in the file)
     asmbpe encode INPUT... -t tokenizer.bin -o out.tok [--chat]   encode into a .tok file
     asmbpe decode FILE.tok -t tokenizer.bin     the text of a .tok file, on stdout
     asmbpe show -t tokenizer.bin TEXT_OR_FILE   each token on its own colour
     asmbpe stats FILE.tok|INPUT... -t tokenizer.bin   documents, bytes/token, top tokens
     asmbpe export -t tokenizer.bin --format tiktoken|hf -o PATH
     asmbpe check                 checkasm: the assembly against the twin
-    asmbpe bench pretok          pre-tokenizer speed on the shared corpora
+    asmbpe bench pretok          pre-tokenizer speed on the shared corpora (--pretokenizer)
     asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
     asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
     asmbpe profile train|encode|pretok   cycles per phase and thread [--perf --callgrind --plot]

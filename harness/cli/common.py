@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 
 from ..corpora import InputError, check_file
+from ..pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
+from ..pretokenizers import NAMES as PRETOKENIZER_NAMES
 
 CONTEXT = dict(help_option_names=["-h", "--help"])
 
@@ -96,6 +98,15 @@ def _readers(threads) -> int:
 def _check_threads(threads) -> None:
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
+
+
+def _pretokenizer_option(what: str):
+    """--pretokenizer NAME, a name of harness.pretokenizers (default nanochat)."""
+    return click.option(
+        "--pretokenizer", type=click.Choice(PRETOKENIZER_NAMES), default=DEFAULT_PRETOKENIZER,
+        show_default=True,
+        help=f"{what}: seed (SPEC §3, byte-level classes) or an exact one with Unicode "
+             "classes: nanochat, cl100k, o200k, gpt2 (SPEC §10).")
 
 
 _SEPARATOR = click.option(

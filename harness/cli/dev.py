@@ -11,7 +11,7 @@ import click
 
 from ..corpora import InputError, available, corpora_dir
 from .common import (CONTEXT, _SEPARATOR, _check_output, _check_threads, _fail,
-                     _load_tokenizer)
+                     _load_tokenizer, _pretokenizer_option)
 
 
 @click.command(context_settings=CONTEXT)
@@ -70,7 +70,8 @@ def bench():
               help="Timed runs; the median is reported.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
-def pretok(corpora, limit_mb, twin_mb, runs, json_path):
+@_pretokenizer_option("The pre-tokenizer to time")
+def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer):
     """Pre-tokenizer speed: asm vs the oracle regex vs the Python twin."""
     from ..dev.bench import bench_pretok, write_json
 
@@ -80,7 +81,8 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path):
     names = list(corpora) or available()
     if not names:
         raise InputError(f"no corpus (english|multilingual|code).parquet in {corpora_dir()}")
-    rows = bench_pretok(names, limit_mb, twin_mb, runs=runs, out=click.echo)
+    rows = bench_pretok(names, limit_mb, twin_mb, runs=runs, out=click.echo,
+                        pretokenizer=pretokenizer)
     if json_path:
         write_json(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
@@ -103,7 +105,9 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path):
               help="Run only these (repeatable; default: every one installed).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
-def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
+@_pretokenizer_option("The pre-tokenizer of every implementation (its pattern string for "
+                      "the peers)")
+def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, pretokenizer):
     """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
     same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
     from ..dev.bench_train import IMPLS, bench_train, write_rows
@@ -111,7 +115,8 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
     if threads is None:
         threads = os.cpu_count() or 1
     rows = bench_train(corpus, limit_mb, vocab_size, runs, threads,
-                       impls=list(impls) or list(IMPLS), out=click.echo)
+                       impls=list(impls) or list(IMPLS), out=click.echo,
+                       pretokenizer=pretokenizer)
     if json_path:
         write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
@@ -141,8 +146,10 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path):
                    "against one process on the same shards (overhead in %).")
 @click.option("--shards", "n_shards", type=click.IntRange(min=1), default=8,
               show_default=True, help="With --cluster: input shards.")
+@_pretokenizer_option("The pre-tokenizer of the vocabulary trained here (not with "
+                      "--tokenizer, which has its own)")
 def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
-                 json_path, cluster, n_shards):
+                 json_path, cluster, n_shards, pretokenizer):
     """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
     same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
     asmbpe's). With --cluster: the distributed path against one process."""
@@ -161,7 +168,8 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
             click.echo(f"wrote 1 row to {json_path}")
         return
     rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
-                        impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo)
+                        impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo,
+                        pretokenizer=pretokenizer)
     if json_path:
         write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
@@ -214,15 +222,17 @@ def _profile_run(kind, inputs, corpus, limit_mb, separator, **kw):
 @click.option("--plot", metavar="PATH.png", default=None,
               help="Draw the per-merge curves (time, positions replaced, winning count; log "
                    "scales) to PATH.png (needs matplotlib: pip install 'asmbpe[plot]').")
+@_pretokenizer_option("How to cut documents into words")
 def profile_train(inputs, corpus, limit_mb, separator, perf, callgrind, vocab_size, threads,
-                  plot):
+                  plot, pretokenizer):
     """Train once with the library's counters on: count, layout, pairs, merge loop (scan,
     apply, heap, compact), per-merge records."""
     _check_threads(threads)
     if plot:
         _check_output(plot)
     _profile_run("train", inputs, corpus, limit_mb, separator, perf=perf,
-                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, plot=plot)
+                 callgrind=callgrind, vocab_size=vocab_size, threads=threads, plot=plot,
+                 pretokenizer=pretokenizer)
 
 
 @profile.command("encode", context_settings=CONTEXT)
@@ -248,7 +258,8 @@ def profile_encode(inputs, corpus, limit_mb, separator, perf, callgrind, tokeniz
 
 @profile.command("pretok", context_settings=CONTEXT)
 @_profile_options
-def profile_pretok(inputs, corpus, limit_mb, separator, perf, callgrind):
+@_pretokenizer_option("The pre-tokenizer to profile")
+def profile_pretok(inputs, corpus, limit_mb, separator, perf, callgrind, pretokenizer):
     """The pre-tokenizer (asmbpe_split_offsets) over every document, one thread."""
     _profile_run("pretok", inputs, corpus, limit_mb, separator, perf=perf,
-                 callgrind=callgrind)
+                 callgrind=callgrind, pretokenizer=pretokenizer)

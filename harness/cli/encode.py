@@ -12,14 +12,15 @@ import click
 
 from ..corpora import InputError, check_file
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _check_threads,
-                     _fail, _load_tokenizer, _mb, _memory, _open_cluster, _quiet_broken_pipe,
-                     _readers, _write_stdout)
+                     _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
+                     _quiet_broken_pipe, _readers, _write_stdout)
 from .progress import BytesProgress
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=True, path_type=str))
-def split(file):
+@_pretokenizer_option("How to cut the text")
+def split(file, pretokenizer):
     """Print the pre-tokenizer chunks of FILE (raw bytes) joined by |."""
     from ..pretok import split as asm_split
 
@@ -30,7 +31,7 @@ def split(file):
         raise InputError(f"{file}: cannot read: {e.strerror or e}") from None
     if not data:
         raise InputError(f"{file}: is empty")
-    chunks = asm_split(data)
+    chunks = asm_split(data, pretokenizer)
     stdout = sys.stdout.buffer
     try:
         stdout.write(b"|".join(chunks) + b"\n")
@@ -197,6 +198,7 @@ def show(text_or_file, tokenizer_path, color, limit):
     With colour (a terminal, or --color): the text with each token on its own
     background colour, specials white on grey. Without (a pipe, or --no-color): one
     token per line, `ID<TAB>TEXT`, TEXT a Python literal, `*` after the ID for MASKBIT.
+    The tokenizer's pre-tokenizer is named on stderr.
     """
     from ..show import render_color, render_plain, summary
     from ..tokfile import is_tok_file, read_tok
@@ -225,6 +227,14 @@ def show(text_or_file, tokenizer_path, color, limit):
             _write_stdout([line + "\n" for line in render_plain(ids, table, chat)])
     except ValueError as e:                     # an id that is not a token (a bad .tok)
         _fail(f"{text_or_file}: {e}")
+    click.echo(f"pre-tokenizer: {_pretokenizer_of(tok)}", err=True)
+
+
+def _pretokenizer_of(tok) -> str:
+    """`nanochat (id 2)`: the tokenizer's pre-tokenizer."""
+    from ..pretokenizers import resolve
+
+    return str(resolve(tok.pretokenizer))
 
 
 @click.command(context_settings=CONTEXT)
@@ -240,7 +250,8 @@ def show(text_or_file, tokenizer_path, color, limit):
 def stats(inputs, tokenizer_path, top, chat, threads, separator):
     """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
-    would). Bytes per token counts text tokens only (specials left out)."""
+    would), and the tokenizer's pre-tokenizer. Bytes per token counts text tokens only
+    (specials left out)."""
     from ..show import TokenStats, format_stats
     from ..pipeline import encode_blocks
     from ..tokfile import is_tok_file, read_tok
@@ -264,7 +275,7 @@ def stats(inputs, tokenizer_path, top, chat, threads, separator):
                 st.add(tokens, docs, nbytes, chat=chat)
     except ValueError as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    for line in format_stats(st, tok.id_to_bytes(), top):
+    for line in format_stats(st, tok.id_to_bytes(), top, _pretokenizer_of(tok)):
         click.echo(line)
 
 

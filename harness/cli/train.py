@@ -7,7 +7,7 @@ import click
 
 from ..corpora import InputError, check_file
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _check_output, _fail, _mb, _memory,
-                     _open_cluster, _readers)
+                     _open_cluster, _pretokenizer_option, _readers)
 from .progress import TrainProgress
 
 
@@ -32,11 +32,12 @@ from .progress import TrainProgress
 @click.option("--verify", is_flag=True,
               help="Recount all pairs at the end and check the kept table and the "
                    "winning counts.")
+@_pretokenizer_option("How to cut documents into words (the tokenizer keeps it)")
 @_MEMORY
 @_CLUSTER
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separator, naive,
-          verify, memory, cluster, quiet):
+          verify, pretokenizer, memory, cluster, quiet):
     """Learn byte-level BPE merges from INPUT files and write tokenizer.bin.
 
     INPUT: Parquet (`text` column), JSONL (`text` field) or plain text, JSONL and
@@ -66,14 +67,15 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                                        naive=naive, max_word_bytes=max_word_bytes,
                                        min_count=min_count, verify=verify,
                                        separator=separator, batch_bytes=batch_bytes,
-                                       progress=progress)
+                                       progress=progress, pretokenizer=pretokenizer)
         else:
             with (arrow_memory_kept(_readers(threads)) if budget is None
                   else contextlib.nullcontext()):
                 result = run_train(files, vocab_size=vocab_size, threads=threads,
                                    naive=naive, max_word_bytes=max_word_bytes,
                                    min_count=min_count, verify=verify, progress=progress,
-                                   separator=separator, batch_bytes=batch_bytes)
+                                   separator=separator, batch_bytes=batch_bytes,
+                                   pretokenizer=pretokenizer)
     except (ValueError, TypeError, TrainError) as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -105,7 +107,8 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     click.echo(f"trained {_mb(s['bytes_in'])}, {s['documents']} docs, "
                f"{s['unique_words']} unique words, {m} merges learned, {total:.2f} s, "
                f"{s['bytes_in'] / 1e6 / total:.1f} MB/s -> {out} "
-               f"(vocab_size {result.tokenizer.vocab_size})")
+               f"(vocab_size {result.tokenizer.vocab_size}, pre-tokenizer "
+               f"{result.tokenizer.pretokenizer})")
     click.echo(f"phases: read {sec['read']:.2f} s, count {sec['count']:.2f} s, layout "
                f"{sec['layout']:.2f} s, pairs {sec['pairs']:.2f} s, merge loop "
                f"{sec['merge_loop']:.2f} s (scan {sec['scan']:.2f}, apply {sec['apply']:.2f}, "

@@ -1,14 +1,18 @@
 """Benchmarks (`asmbpe bench ...`).
 
-`bench_pretok`: speed of the pre-tokenizer (SPEC §3) on the shared corpora, single
-thread, text already in memory, median of `runs` timings (time.perf_counter):
+`bench_pretok`: speed of a pre-tokenizer (`pretokenizer`: seed, SPEC §3, or an exact
+one of SPEC §10; default nanochat) on the shared corpora, single thread, text already
+in memory, median of `runs` timings (time.perf_counter):
 
-- asm:    libasmbpe's asmbpe_split_offsets, one call per document, into one
-          preallocated uint64 array, over all the documents read;
-- oracle: the oracle regex (`harness.dev.oracle.compiled().findall`) over the same
+- asm:    libasmbpe's asmbpe_split_offsets with the pre-tokenizer's id, one call per
+          document, into one preallocated uint64 array, over all the documents read;
+- oracle: its oracle regex (seed: `harness.dev.oracle.compiled()`, the others their
+          pattern strings, `oracle.compiled_pattern(name)`; `findall`) over the same
           documents, already decoded to str;
-- twin:   the naive Python twin (`harness.dev.twin.split_offsets`) over the first
-          `twin_mb` MB only (it is slow); its row has its own byte count.
+- twin:   the naive Python twin (`harness.dev.twin.split_offsets(data, name)`) over
+          the first `twin_mb` MB only (it is slow); its row has its own byte count.
+
+Each row and each printed table names the pre-tokenizer.
 
 Reading, concatenating and decoding are not timed. MB = 1e6 bytes.
 """
@@ -25,9 +29,11 @@ from . import twin
 from .._lib import ffi, lib
 from ..buffers import Padded
 from ..corpora import InputError, corpora_dir, corpus_path, read_documents
+from ..pretokenizers import DEFAULT, resolve
 
 OUT_CAP = 1 << 22           # chunk end offsets per asmbpe_split_offsets call (32 MiB)
-ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "median_s", "mb_per_s")
+ROW_KEYS = ("impl", "task", "pretokenizer", "corpus", "bytes", "threads", "median_s",
+            "mb_per_s")
 
 __all__ = ["bench_pretok", "cpu_model", "write_json", "ROW_KEYS"]
 
@@ -68,8 +74,9 @@ def _time(fn, runs: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def _row(impl: str, corpus: str, nbytes: int, median_s: float) -> dict:
-    return dict(impl=impl, task="pretok", corpus=corpus, bytes=nbytes, threads=1,
+def _row(impl: str, pretokenizer: str, corpus: str, nbytes: int, median_s: float) -> dict:
+    return dict(impl=impl, task="pretok", pretokenizer=pretokenizer, corpus=corpus,
+                bytes=nbytes, threads=1,
                 median_s=median_s,
                 mb_per_s=(nbytes / 1e6 / median_s) if median_s > 0 else float("inf"))
 
@@ -86,9 +93,10 @@ def _twin_prefix(docs: list[bytes], limit: int) -> list[bytes]:
     return out
 
 
-def _asm_runner(docs: list[bytes]):
+def _asm_runner(docs: list[bytes], pretok: int):
     """Concatenate the documents once into one padded buffer; return a function that
-    splits every document with one library call each and returns the chunk count."""
+    splits every document with one library call each (pre-tokenizer id `pretok`) and
+    returns the chunk count."""
     buf = Padded(b"".join(docs))
     L = lib()
     split = L.asmbpe_split_offsets
@@ -103,10 +111,10 @@ def _asm_runner(docs: list[bytes]):
     def run() -> int:
         chunks = 0
         for ptr, n in jobs:
-            got = split(ptr, n, 0, out_ptr, OUT_CAP, 1)
+            got = split(ptr, n, 0, out_ptr, OUT_CAP, pretok)
             chunks += got
             while got == OUT_CAP:                 # full: continue after the last chunk
-                got = split(ptr, n, int(out[OUT_CAP - 1]), out_ptr, OUT_CAP, 1)
+                got = split(ptr, n, int(out[OUT_CAP - 1]), out_ptr, OUT_CAP, pretok)
                 chunks += got
             if got < 0:
                 raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
@@ -117,15 +125,16 @@ def _asm_runner(docs: list[bytes]):
 
 
 def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int = 5,
-                 out=print) -> list[dict]:
-    """Time asm, oracle and twin on each named corpus; print a table per corpus and
-    return the rows (impl, task, corpus, bytes, threads, median_s, mb_per_s)."""
+                 out=print, pretokenizer=DEFAULT) -> list[dict]:
+    """Time asm, oracle and twin of `pretokenizer` (a name or id) on each named corpus;
+    print a table per corpus and return the rows (impl, task, pretokenizer, corpus,
+    bytes, threads, median_s, mb_per_s)."""
+    pretok = resolve(pretokenizer)
     try:
-        from .oracle import compiled
-        compiled()
+        from .oracle import compiled, compiled_pattern
+        rx = compiled() if pretok.name == "seed" else compiled_pattern(pretok.name)
     except ImportError:
         raise InputError("asmbpe bench needs the `regex` module: pip install -e '.[bench]'") from None
-    rx = compiled()
     lib()                                          # a missing library fails before reading
 
     if not corpora_dir().is_dir():
@@ -133,7 +142,8 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
                          "(put shared/ next to the repository or set ASMBPE_CORPORA)")
 
     rows: list[dict] = []
-    out(f"pre-tokenizer speed, single thread, median of {runs} run(s); CPU: {cpu_model()}")
+    out(f"pre-tokenizer {pretok} speed, single thread, median of {runs} run(s); "
+        f"CPU: {cpu_model()}")
     for name in corpora:
         path = corpus_path(name)
         if not path.is_file():
@@ -141,9 +151,9 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
         docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
         nbytes = sum(len(d) for d in docs)
 
-        run_asm = _asm_runner(docs)
+        run_asm = _asm_runner(docs, pretok.id)
         t_asm, asm_chunks = _time(run_asm, runs)
-        rows.append(_row("asm", name, nbytes, t_asm))
+        rows.append(_row("asm", pretok.name, name, nbytes, t_asm))
 
         texts = [d.decode("utf-8", "surrogateescape") for d in docs]
         findall = rx.findall
@@ -152,23 +162,24 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
             return sum(len(findall(t)) for t in texts)
 
         t_oracle, oracle_chunks = _time(run_oracle, runs)
-        rows.append(_row("oracle", name, nbytes, t_oracle))
+        rows.append(_row("oracle", pretok.name, name, nbytes, t_oracle))
 
         tdocs = _twin_prefix(docs, int(twin_mb * 1e6))
         tbytes = sum(len(d) for d in tdocs)
         twin_split = twin.split_offsets
 
         def run_twin() -> int:
-            return sum(len(twin_split(d)) for d in tdocs)
+            return sum(len(twin_split(d, pretok.name)) for d in tdocs)
 
         if tbytes:
             t_twin, _ = _time(run_twin, runs)
-            rows.append(_row("twin", name, tbytes, t_twin))
+            rows.append(_row("twin", pretok.name, name, tbytes, t_twin))
 
-        _print_table(out, name, len(docs), nbytes, asm_chunks, rows[-3 if tbytes else -2:])
+        _print_table(out, f"{name}, {pretok.name}", len(docs), nbytes, asm_chunks,
+                     rows[-3 if tbytes else -2:])
         if asm_chunks != oracle_chunks:
-            out(f"  WARNING: chunk counts differ on {name}: asm {asm_chunks:,}, "
-                f"oracle {oracle_chunks:,}")
+            out(f"  WARNING: chunk counts differ on {name} ({pretok.name}): asm "
+                f"{asm_chunks:,}, oracle {oracle_chunks:,}")
     return rows
 
 

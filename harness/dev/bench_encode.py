@@ -2,7 +2,8 @@
 
 In one run, on the same documents (by default the first 100 MB of whole documents of
 english.parquet) and the same vocabulary — trained by asmbpe on those documents at
---vocab-size (untimed), or the --tokenizer given — and exported with harness.export:
+--vocab-size with --pretokenizer (untimed), or the --tokenizer given — and exported with
+harness.export (the exports carry the tokenizer's pre-tokenizer pattern):
 
 - asmbpe:     Tokenizer.encode_many(documents as bytes, threads=N) — no <|bos|>; its
               native output, one flat uint16 array plus per-document counts;
@@ -228,11 +229,11 @@ def _prepare(workdir: Path, docs: list[bytes], tokenizer, impls) -> dict[str, st
 
 
 def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
-                 impls=IMPLS, tokenizer=None, out=print, timeout: float | None = None
-                 ) -> list[dict]:
+                 impls=IMPLS, tokenizer=None, out=print, timeout: float | None = None,
+                 pretokenizer: str = "nanochat") -> list[dict]:
     """Time every installed implementation at 1 and `threads` threads on the same
-    documents and vocabulary; print a table and return the rows (ROW_KEYS, plus
-    label / error details)."""
+    documents and vocabulary (trained here with `pretokenizer` unless `tokenizer` is
+    given); print a table and return the rows (ROW_KEYS, plus label / error details)."""
     from .bench import cpu_model
     from ..corpora import InputError, corpus_path, read_documents
     from ..tokenizer import MAX_VOCAB
@@ -259,7 +260,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
         import harness
 
         t0 = time.perf_counter()
-        tokenizer = harness.train(docs, vocab_size).tokenizer
+        tokenizer = harness.train(docs, vocab_size, pretokenizer=pretokenizer).tokenizer
         out(f"trained the vocabulary with asmbpe in {time.perf_counter() - t0:.1f} s "
             f"(untimed): {tokenizer!r}")
     thread_counts = sorted({1, threads})

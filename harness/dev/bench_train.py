@@ -1,13 +1,15 @@
 """`asmbpe bench train`: training speed against the trainers a user could pick instead.
 
 In one run, on the same documents (by default the first 100 MB of whole documents of
-english.parquet), at the same vocabulary size and thread count:
+english.parquet), at the same vocabulary size and thread count, with the same
+pre-tokenizer (`pretokenizer`, default nanochat; PATTERN below is its pattern string,
+harness.pretokenizers; seed's is ORACLE_PATTERN_LITERAL):
 
-- asmbpe:    harness.train(documents as bytes, vocab_size, threads=N);
+- asmbpe:    harness.train(documents as bytes, vocab_size, threads=N, pretokenizer=...);
 - rustbpe:   rustbpe.Tokenizer().train_from_iterator(iter(texts), vocab_size - 16,
-             pattern=ORACLE_PATTERN_LITERAL) (its vocabulary has no specials);
+             pattern=PATTERN) (its vocabulary has no specials);
 - tokenizers: Hugging Face BPE + BpeTrainer(vocab_size - 16, ByteLevel alphabet, no
-             specials), pre-tokenizer Split(Regex(ORACLE_PATTERN_LITERAL), "isolated")
+             specials), pre-tokenizer Split(Regex(PATTERN), "isolated")
              then ByteLevel(add_prefix_space=False, use_regex=False);
 - gigatoken: gigatoken.train_bpe(documents joined by b"\\xff", vocab_size - 16, [],
              separator=b"\\xff") — with ITS OWN pre-tokenizer pattern, so its merges
@@ -117,33 +119,32 @@ def _load(impl: str, blob_path: str):
     return [d.decode("utf-8") for d in docs]
 
 
-def _train(impl: str, data, vocab_size: int, threads: int) -> list[bytes]:
+def _train(impl: str, data, vocab_size: int, threads: int, pretokenizer: str) -> list[bytes]:
     """Train; return the merged byte strings in merge order."""
+    from ..pretokenizers import resolve
+
     n_plain = vocab_size - 16                       # 256 + merges: no specials
+    pattern = resolve(pretokenizer).pattern
     if impl == "asmbpe":
         import harness
 
-        r = harness.train(data, vocab_size, threads=threads)
+        r = harness.train(data, vocab_size, threads=threads, pretokenizer=pretokenizer)
         table = r.tokenizer.id_to_bytes()
         return [table[256 + i] for i in range(r.n_merges)]
     if impl == "rustbpe":
         import rustbpe
 
-        from .oracle import ORACLE_PATTERN_LITERAL
-
         tok = rustbpe.Tokenizer()
-        tok.train_from_iterator(iter(data), vocab_size=n_plain, pattern=ORACLE_PATTERN_LITERAL)
+        tok.train_from_iterator(iter(data), vocab_size=n_plain, pattern=pattern)
         ranks = tok.get_mergeable_ranks()
         items = ranks.items() if isinstance(ranks, dict) else ranks
         return [bytes(k) for k, r in sorted(items, key=lambda kv: kv[1]) if r >= 256]
     if impl == "tokenizers":
         from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-        from .oracle import ORACLE_PATTERN_LITERAL
-
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(ORACLE_PATTERN_LITERAL), "isolated"),
+            pre_tokenizers.Split(Regex(pattern), "isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
         trainer = trainers.BpeTrainer(vocab_size=n_plain, show_progress=False,
@@ -178,13 +179,14 @@ def _import(impl: str) -> None:
         importlib.import_module(impl)
 
 
-def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: str) -> None:
+def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: str,
+           pretokenizer: str) -> None:
     _import(impl)
     data = _load(impl, blob_path)
     gc.collect()
     reset_ok = _reset_peak()
     cpu0, t0 = _cpu(), time.perf_counter()
-    merged = _train(impl, data, vocab_size, threads)
+    merged = _train(impl, data, vocab_size, threads, pretokenizer)
     wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
     peak = _peak_rss(reset_ok)
     Path(out_path).write_text(json.dumps(dict(
@@ -195,7 +197,7 @@ def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: s
 # ----------------------------------------------------------------------------- parent
 
 def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
-                timeout: float | None) -> dict:
+                timeout: float | None, pretokenizer: str) -> dict:
     out = tmp / f"{impl}.json"
     out.unlink(missing_ok=True)
     env = dict(os.environ)
@@ -205,7 +207,7 @@ def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
     env["TOKENIZERS_PARALLELISM"] = "true"
     cmd = [sys.executable, "-m", "harness.dev.bench_train", "--worker", impl,
            "--blob", str(blob), "--vocab-size", str(vocab_size), "--threads", str(threads),
-           "--out", str(out)]
+           "--out", str(out), "--pretokenizer", pretokenizer]
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -221,11 +223,14 @@ def _fmt_ratio(x: float | None) -> str:
 
 
 def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
-                impls=IMPLS, out=print, timeout: float | None = None) -> list[dict]:
-    """Run every installed implementation `runs` times on the same documents; print a
-    table and return the rows (ROW_KEYS, plus merges / error / label details)."""
+                impls=IMPLS, out=print, timeout: float | None = None,
+                pretokenizer: str = "nanochat") -> list[dict]:
+    """Run every installed implementation `runs` times on the same documents, with the
+    same pre-tokenizer; print a table and return the rows (ROW_KEYS, plus merges /
+    error / label details)."""
     from .bench import cpu_model
     from ..corpora import InputError, corpus_path, read_documents
+    from ..pretokenizers import resolve
     from ..train import MIN_VOCAB
     from ..tokenizer import MAX_VOCAB
 
@@ -234,6 +239,7 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
                          f"got {vocab_size}")
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
+    pretok = resolve(pretokenizer)
     path = corpus_path(corpus)
     if not path.is_file():
         raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
@@ -248,8 +254,8 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     impls = [i for i in impls if i not in skipped]
 
     out(f"train: {corpus}, {nbytes / 1e6:.1f} MB, {len(docs)} documents, vocab {vocab_size} "
-        f"({vocab_size - MIN_VOCAB} merges), {threads} thread(s), median of {runs} run(s), "
-        f"each run a fresh process; CPU: {cpu_model()}")
+        f"({vocab_size - MIN_VOCAB} merges), pre-tokenizer {pretok}, {threads} thread(s), "
+        f"median of {runs} run(s), each run a fresh process; CPU: {cpu_model()}")
     for i in skipped:
         out(f"  {LABELS.get(i, i)}: not installed (pip install {MODULES[i]}), skipped")
 
@@ -263,7 +269,7 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
         for impl in impls:
             results = []
             for k in range(runs):
-                res = _run_worker(impl, blob, vocab_size, threads, tmp, timeout)
+                res = _run_worker(impl, blob, vocab_size, threads, tmp, timeout, pretok.name)
                 if "error" in res:
                     out(f"  {LABELS.get(impl, impl)}: run {k + 1} failed: {res['error']}")
                     break
@@ -331,8 +337,9 @@ def _main(argv=None) -> None:
     ap.add_argument("--vocab-size", type=int, required=True)
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--pretokenizer", required=True)
     a = ap.parse_args(argv)
-    worker(a.worker, a.blob, a.vocab_size, a.threads, a.out)
+    worker(a.worker, a.blob, a.vocab_size, a.threads, a.out, a.pretokenizer)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ as `regex` (tests/test_twin.py checks both when installed). No other code point 
 to one of the contraction letters s d m t l v e r.
 
 The exact pre-tokenizers (SPEC §10: nanochat, cl100k, o200k, gpt2) have their oracle in
-`pattern_split`: the published pattern string (`harness.dev.pretok_twin.PATTERNS`) run by
-the `regex` module; `harness.dev.pretok_twin` is held to it.
+`pattern_split`: the published pattern string (`harness.pretokenizers.EXACT_PATTERNS`)
+run by the `regex` module; `harness.dev.pretok_twin` is held to it.
 
 `regex` is imported lazily, so `harness` imports without it.
 """
@@ -68,13 +68,13 @@ def oracle_split_bytes(data: bytes) -> list[bytes]:
 @functools.lru_cache(maxsize=None)
 def compiled_pattern(pattern: str):
     """The published pattern string of an exact pre-tokenizer (a key of
-    harness.dev.pretok_twin.PATTERNS: nanochat, cl100k, o200k, gpt2), compiled with the
-    `regex` module (cached)."""
+    harness.pretokenizers.EXACT_PATTERNS: nanochat, cl100k, o200k, gpt2), compiled with
+    the `regex` module (cached)."""
     import regex
 
-    from .pretok_twin import PATTERNS
+    from ..pretokenizers import EXACT_PATTERNS
 
-    return regex.compile(PATTERNS[pattern])
+    return regex.compile(EXACT_PATTERNS[pattern])
 
 
 def pattern_split(data: bytes, pattern: str) -> list[bytes]:

@@ -30,40 +30,16 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..pretokenizers import EXACT_PATTERNS, GPT2_TIKTOKEN_PATTERN, PRETOKENIZERS
 from .unicode_classes import LL, LM_LO, LU_LT, M, N, WS, classes
 
 __all__ = ["PATTERNS", "PATTERN_IDS", "GPT2_TIKTOKEN_PATTERN", "decode", "split",
            "split_offsets"]
 
-# The pattern strings of SPEC §10, verbatim. cl100k and o200k are tiktoken's
-# cl100k_base and o200k_base pat_str (tiktoken_ext.openai_public); gpt2 is GPT-2's own
-# pattern as the SPEC writes it.
-PATTERNS: dict[str, str] = {
-    "nanochat": (
-        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
-    ),
-    "cl100k": (
-        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-    ),
-    "o200k": "|".join([
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]),
-    "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-}
-
-# tiktoken's r50k_base / p50k_base pat_str: a possessive form of GPT-2's pattern that
-# cuts every text the same way (tests/test_pretok_twin.py checks both on its inputs).
-GPT2_TIKTOKEN_PATTERN = (
-    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-)
-
-PATTERN_IDS: dict[str, int] = {"seed": 1, "nanochat": 2, "cl100k": 3, "o200k": 4, "gpt2": 5}
+# The pattern strings of SPEC §10 and the ids live in the product's registry
+# (harness.pretokenizers); these names are kept for the tests and tools that use them.
+PATTERNS: dict[str, str] = EXACT_PATTERNS
+PATTERN_IDS: dict[str, int] = {p.name: p.id for p in PRETOKENIZERS}
 
 # --------------------------------------------------------------------------- characters
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from .._lib import LIB_PATH, ROOT
+from ..pretokenizers import DEFAULT, resolve
 
 DEFAULT_INPUT = ROOT / "datasets" / "kjv.txt"
 CALLGRIND_BYTES = 256 << 10     # input of the --callgrind run (valgrind is ~50x slower)
@@ -141,13 +142,15 @@ def format_report(r: Report) -> list[str]:
 # --------------------------------------------------------------------------- train
 
 def profile_train(docs: list[bytes], vocab_size: int = 8192, threads: int | None = None,
-                  per_merge: bool = True, describe: str = "") -> Report:
+                  per_merge: bool = True, describe: str = "",
+                  pretokenizer=DEFAULT) -> Report:
     """Train once with the library's counters and per-merge records on."""
     from ..train import train
 
     hz_wall = tsc_hz()
     nbytes = sum(len(d) for d in docs)
-    res = train(docs, vocab_size=vocab_size, threads=threads, per_merge=per_merge)
+    res = train(docs, vocab_size=vocab_size, threads=threads, per_merge=per_merge,
+                pretokenizer=pretokenizer)
     st = res.stats
     sec, cyc = st["seconds"], st["cycles"]
     hz = hz_wall or st["tsc_hz"] or 1.0
@@ -224,7 +227,8 @@ def profile_encode(docs: list[bytes], tokenizer, threads: int | None = None,
     from ..encoder import encode_many, encoder_stats
     from ..tokenizer import Tokenizer
 
-    tok = Tokenizer(tokenizer.merges, tokenizer.vocab_size)    # its own, cold encoder
+    tok = Tokenizer(tokenizer.merges, tokenizer.vocab_size,       # its own, cold encoder
+                    pretokenizer=tokenizer.pretokenizer)
     threads = threads or min(os.cpu_count() or 1, 256)
     if warm:
         encode_many(tok, docs, threads=threads, bos=True)
@@ -278,12 +282,13 @@ def profile_encode(docs: list[bytes], tokenizer, threads: int | None = None,
 
 # --------------------------------------------------------------------------- pretok
 
-def profile_pretok(docs: list[bytes], describe: str = "") -> Report:
-    """asmbpe_split_offsets over every document, one thread (as the counting and
-    encoding threads call it), timed with the TSC."""
+def profile_pretok(docs: list[bytes], describe: str = "", pretokenizer=DEFAULT) -> Report:
+    """asmbpe_split_offsets with `pretokenizer` over every document, one thread (as the
+    counting and encoding threads call it), timed with the TSC."""
     from .._lib import ffi, lib
     from ..buffers import Packer
 
+    pretok = resolve(pretokenizer)
     L = lib()
     packer = Packer()                   # keeps the buffer alive while ptr is used
     ptr, ends, n = packer.pack(docs)
@@ -297,14 +302,17 @@ def profile_pretok(docs: list[bytes], describe: str = "") -> Report:
     for s, e in zip(starts, ends.tolist()):
         pos = 0
         while True:
-            got = L.asmbpe_split_offsets(ptr + s, e - s, pos, op, cap)
+            got = L.asmbpe_split_offsets(ptr + s, e - s, pos, op, cap, pretok.id)
+            if got < 0:
+                raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
             chunks += got
             if got < cap:
                 break
             pos = int(out[cap - 1])
     wall = time.perf_counter() - t0
     hz = hz or 1.0
-    r = Report(f"profile pretok: {describe or f'{n:,} bytes'}; asmbpe_split_offsets, one call "
+    r = Report(f"profile pretok: {describe or f'{n:,} bytes'}; asmbpe_split_offsets "
+               f"({pretok}), one call "
                f"per document, 1 thread, {chunks:,} chunks ({n / max(chunks, 1):.2f} bytes/chunk), "
                f"{n / 1e6 / wall if wall > 0 else 0:.0f} MB/s", n, wall, hz,
                [Phase("split_offsets + loop", wall, wall * hz)])
@@ -501,9 +509,11 @@ def attribute(costs: dict[tuple[str, str], int], lib_name: str = "libasmbpe.so",
 
 
 def run_callgrind(kind: str, docs: list[bytes], *, vocab_size: int = 8192, tokenizer=None,
-                  max_bytes: int = CALLGRIND_BYTES, timeout: int = 600) -> tuple[list[str], dict]:
+                  max_bytes: int = CALLGRIND_BYTES, timeout: int = 600,
+                  pretokenizer=DEFAULT) -> tuple[list[str], dict]:
     """Run `kind` (train, encode, pretok) on the first max_bytes of docs under
-    valgrind --tool=callgrind, one thread. Returns (lines, Ir per routine)."""
+    valgrind --tool=callgrind, one thread (train and pretok with `pretokenizer`, encode
+    with the tokenizer's). Returns (lines, Ir per routine)."""
     valgrind = shutil.which("valgrind")
     if not valgrind:
         return ["callgrind: valgrind is not installed (apt-get install valgrind); skipped"], {}
@@ -516,7 +526,9 @@ def run_callgrind(kind: str, docs: list[bytes], *, vocab_size: int = 8192, token
     with tempfile.TemporaryDirectory(prefix="asmbpe-cg-") as tmp:
         data = Path(tmp) / "work.pkl"
         job = dict(kind=kind, docs=small, vocab_size=vocab_size,
-                   merges=None if tokenizer is None else np.asarray(tokenizer.merges))
+                   merges=None if tokenizer is None else np.asarray(tokenizer.merges),
+                   pretokenizer=resolve(pretokenizer if tokenizer is None
+                                        else tokenizer.pretokenizer).name)
         data.write_bytes(pickle.dumps(job))
         out = Path(tmp) / "callgrind.out"
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -559,12 +571,13 @@ def _callgrind_worker(path: str) -> None:
     if job["kind"] == "train":
         from ..train import train
 
-        train(docs, vocab_size=job["vocab_size"], threads=1)
+        train(docs, vocab_size=job["vocab_size"], threads=1, pretokenizer=job["pretokenizer"])
     elif job["kind"] == "encode":
         from ..encoder import encode_many
         from ..tokenizer import Tokenizer
 
-        encode_many(Tokenizer(job["merges"]), docs, threads=1, bos=True)
+        encode_many(Tokenizer(job["merges"], pretokenizer=job["pretokenizer"]), docs,
+                    threads=1, bos=True)
     else:
         # through the test library's trampoline: callgrind loses the call libffi makes
         # (its stack switch), so a function Python calls directly has its own body
@@ -582,8 +595,9 @@ def _callgrind_worker(path: str) -> None:
             buf = Padded(d)
             pos = 0
             while True:
-                args[:5] = [int(ffi.cast("uintptr_t", buf.ptr)), len(d), pos,
-                            int(ffi.cast("uintptr_t", ffi.from_buffer(out))), cap]
+                args[:6] = [int(ffi.cast("uintptr_t", buf.ptr)), len(d), pos,
+                            int(ffi.cast("uintptr_t", ffi.from_buffer(out))), cap,
+                            resolve(job["pretokenizer"]).id]
                 got = T.asmbpe_bench_call(fn, ffi.from_buffer("uint64_t[]", args), 1, 1, 1,
                                           ffi.from_buffer("uint64_t[]", cyc), ffi.NULL)
                 if got < cap:
@@ -657,9 +671,10 @@ def plot_merges(per_merge: np.ndarray, counts: np.ndarray, path, hz: float,
 def run_profile(kind: str, docs: list[bytes], describe: str, *, vocab_size: int = 8192,
                 threads: int | None = None, tokenizer=None, perf: bool = False,
                 callgrind: bool = False, plot=None, warm: bool = False,
-                out=print) -> Report:
+                pretokenizer=DEFAULT, out=print) -> Report:
     """What `asmbpe profile KIND` does: the profile (under perf stat with perf), its
-    table, then the callgrind run and the plot when asked."""
+    table, then the callgrind run and the plot when asked. pretokenizer: for train and
+    pretok (encode uses the tokenizer's; one trained here gets this one)."""
     hardware, why = perf_probe() if perf else (False, "")
     if perf and not hardware:
         out(f"perf: {why}; counting what it can (software counters) and going on")
@@ -667,17 +682,19 @@ def run_profile(kind: str, docs: list[bytes], describe: str, *, vocab_size: int 
         from ..train import train
 
         out(f"(training a vocab-{vocab_size} tokenizer on the same documents to encode with)")
-        tokenizer = train(docs, vocab_size=vocab_size, threads=threads).tokenizer
+        tokenizer = train(docs, vocab_size=vocab_size, threads=threads,
+                          pretokenizer=pretokenizer).tokenizer
     ps = PerfStat(hardware) if perf and shutil.which("perf") else None
     if ps is not None:
         ps.__enter__()
     try:
         if kind == "train":
-            rep = profile_train(docs, vocab_size, threads, per_merge=True, describe=describe)
+            rep = profile_train(docs, vocab_size, threads, per_merge=True, describe=describe,
+                                pretokenizer=pretokenizer)
         elif kind == "encode":
             rep = profile_encode(docs, tokenizer, threads, describe=describe, warm=warm)
         elif kind == "pretok":
-            rep = profile_pretok(docs, describe=describe)
+            rep = profile_pretok(docs, describe=describe, pretokenizer=pretokenizer)
         else:
             raise ValueError(f"unknown profile {kind!r}")
     finally:
@@ -692,7 +709,8 @@ def run_profile(kind: str, docs: list[bytes], describe: str, *, vocab_size: int 
             out(line)
     if callgrind:
         lines, _ = run_callgrind(kind, docs, vocab_size=min(vocab_size, 4096),
-                                 tokenizer=tokenizer)
+                                 tokenizer=tokenizer if kind == "encode" else None,
+                                 pretokenizer=pretokenizer)
         for line in lines:
             out(line)
     if plot and kind == "train":

@@ -11,9 +11,15 @@ This module must stay importable without the compiled library, numpy or `regex`
 Encoding (SPEC §6): `encode` (at the end of this file), lowest-numbered merge first,
 one chunk at a time.
 
-Pre-tokenizer (SPEC §3): `split` / `split_offsets`, hand-written over bytes; no regex
-engine is used. The text is first cut into characters (`char_at`), each with a class,
-then the pattern
+Pre-tokenizers. `split`, `split_offsets`, `count_words`, `train` and `encode` take
+`pretokenizer`, a name or id of harness.pretokenizers. The seed (SPEC §3, the default
+here) is written out below; the exact ones (SPEC §10: nanochat, cl100k, o200k, gpt2)
+are `harness.dev.pretok_twin.split_offsets(data, name)`. The twin's default stays seed,
+unlike the library's (nanochat): checkasm holds the library's seed (id 1) to these
+functions called with their defaults.
+
+The seed pre-tokenizer (SPEC §3) is hand-written over bytes; no regex engine is used.
+The text is first cut into characters (`char_at`), each with a class, then the pattern
 
     '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
 
@@ -27,6 +33,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from ..pretokenizers import resolve
 
 __all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets",
            "TwinTrainResult", "count_words", "train", "merge_ranks", "encode_chunk", "encode"]
@@ -233,8 +241,17 @@ def _match(t: _Text, k: int) -> int:
     raise AssertionError(f"no alternative matches at character {k}")  # unreachable
 
 
-def split_offsets(data: bytes) -> list[int]:
-    """Byte end offset of each chunk of data (the last one is len(data); [] if empty)."""
+SEED = "seed"          # this module's default pre-tokenizer (see the module doc)
+
+
+def split_offsets(data: bytes, pretokenizer=SEED) -> list[int]:
+    """Byte end offset of each chunk of data (the last one is len(data); [] if empty),
+    cut by `pretokenizer` (a name or id; the exact ones by harness.dev.pretok_twin)."""
+    name = resolve(pretokenizer).name
+    if name != SEED:
+        from .pretok_twin import split_offsets as exact_split_offsets
+
+        return exact_split_offsets(data, name)
     t = _Text(bytes(data))
     ends = []
     k = 0
@@ -244,11 +261,12 @@ def split_offsets(data: bytes) -> list[int]:
     return ends
 
 
-def split(data: bytes) -> list[bytes]:
-    """Cut data into pre-tokenizer chunks (SPEC §3); their concatenation is data."""
+def split(data: bytes, pretokenizer=SEED) -> list[bytes]:
+    """Cut data into the chunks of `pretokenizer` (SPEC §3 for seed, §10 for the
+    others); their concatenation is data."""
     data = bytes(data)
     chunks, start = [], 0
-    for end in split_offsets(data):
+    for end in split_offsets(data, pretokenizer):
         chunks.append(data[start:end])
         start = end
     return chunks
@@ -309,11 +327,14 @@ def _check_int(name: str, value, low: int, high: int | None = None) -> int:
 
 
 def count_words(inputs, max_word_bytes: int = 256,
-                splitter: Callable[[bytes], list] | None = None) -> Counter:
-    """SPEC §4.1: split every document into chunks and count identical chunks,
-    leaving out chunks longer than max_word_bytes (0 = no limit)."""
+                splitter: Callable[[bytes], list] | None = None, *,
+                pretokenizer=SEED) -> Counter:
+    """SPEC §4.1: split every document into chunks (by `splitter`, default this
+    module's twin of `pretokenizer`) and count identical chunks, leaving out chunks
+    longer than max_word_bytes (0 = no limit)."""
     max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
-    split_doc = split if splitter is None else splitter
+    name = resolve(pretokenizer).name
+    split_doc = (lambda doc: split(doc, name)) if splitter is None else splitter
     words: Counter = Counter()
     for doc in _documents(inputs):
         words.update(bytes(c) for c in split_doc(doc))
@@ -338,15 +359,18 @@ def _rewrite(w: tuple, a: int, b: int, new: int) -> tuple:
 
 
 def train(inputs, vocab_size: int, max_word_bytes: int = 256, min_count: int = 1, *,
-          splitter: Callable[[bytes], list] | None = None) -> TwinTrainResult:
+          splitter: Callable[[bytes], list] | None = None,
+          pretokenizer=SEED) -> TwinTrainResult:
     """The naive twin of the trainer (SPEC §4): recount every pair for every merge.
 
     inputs: bytes, str, or an iterable of them, one document each (str as UTF-8).
     vocab_size: 256 + merges + 16 (SPEC §5), 272..65535; at most vocab_size - 272
         merges are learned, fewer when no pair is left with a count >= min_count.
     max_word_bytes: chunks longer than this are left out (0 = no limit).
-    splitter: bytes -> list of chunks; default `split` (this module's pre-tokenizer
-        twin, ~1.5 MB/s). Tests pass the assembly `harness.split` for large inputs.
+    splitter: bytes -> list of chunks; default `split` with `pretokenizer` (this
+        module's pre-tokenizer twins, ~1.5 MB/s for seed). Tests pass the assembly
+        `harness.split` for large inputs.
+    pretokenizer: a name or id of harness.pretokenizers (default seed).
 
     Words are tuples of token ids over the unique chunks, each with its count; words of
     a single token have no pairs and are dropped. For each merge i: the count of (a, b)
@@ -359,7 +383,7 @@ def train(inputs, vocab_size: int, max_word_bytes: int = 256, min_count: int = 1
 
     vocab_size = _check_int("vocab_size", vocab_size, N_BYTES + N_SPECIAL, MAX_VOCAB)
     min_count = _check_int("min_count", min_count, 0)
-    words = count_words(inputs, max_word_bytes, splitter)
+    words = count_words(inputs, max_word_bytes, splitter, pretokenizer=pretokenizer)
 
     table = [(tuple(w), c) for w, c in words.items() if len(w) >= 2]
     merges: list[tuple[int, int]] = []
@@ -420,14 +444,15 @@ def encode_chunk(ranks: dict[tuple[int, int], int], chunk: bytes) -> list[int]:
         w = _rewrite(w, a, b, N_BYTES + ranks[a, b])
 
 
-def encode(merges, data: bytes, *, splitter: Callable[[bytes], list] | None = None
-           ) -> list[int]:
+def encode(merges, data: bytes, *, splitter: Callable[[bytes], list] | None = None,
+           pretokenizer=SEED) -> list[int]:
     """The naive twin of encoding (SPEC §6): the token ids of data.
 
     merges: (M, 2) array or list of pairs, merge i making id 256 + i.
     data: bytes (str is encoded as UTF-8); any byte string, valid UTF-8 or not.
-    splitter: bytes -> list of chunks; default `split`, this module's pre-tokenizer
-        twin. Tests may pass the assembly `harness.split` for larger inputs.
+    splitter: bytes -> list of chunks; default `split` with `pretokenizer` (a name or
+        id, default seed), this module's pre-tokenizer twins. Tests may pass the
+        assembly `harness.split` for larger inputs.
 
     Each chunk is encoded on its own by `encode_chunk`; merges never cross chunks.
     No specials are added and none are recognised: "<|bos|>" in data is ordinary text.
@@ -435,7 +460,8 @@ def encode(merges, data: bytes, *, splitter: Callable[[bytes], list] | None = No
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
     ranks = merge_ranks(merges)
-    split_data = split if splitter is None else splitter
+    name = resolve(pretokenizer).name
+    split_data = (lambda doc: split(doc, name)) if splitter is None else splitter
     ids: list[int] = []
     for chunk in split_data(bytes(data)):
         ids.extend(encode_chunk(ranks, bytes(chunk)))
