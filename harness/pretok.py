@@ -12,7 +12,10 @@ call counts as much: copying the text, and above all first touching memory (the 
 clears every new page: the offsets of 100 MB of English, 180 MB, took longer to land in
 fresh pages than to compute). So nothing is allocated per call:
 
-- the text is copied into this thread's padded buffer (SPEC §2), which only grows
+- the text is split where it lies when the 64 bytes after it are in the same page as its
+  end (readable; the pre-tokenizers never read before the text and read at most 31
+  bytes past it, whatever those hold); only a text that ends in the last 64 bytes of a
+  page is copied into this thread's padded buffer (SPEC §2), which only grows
   (`_Scratch`, a threading.local; one larger than KEEP_BYTES is not kept). That copy
   is what the public path costs more than the library call (4.4-5 ms of 27.5-28.5
   at 60 MB of English on the development VM: 81-84% of the library call's speed; the
@@ -123,13 +126,34 @@ def offsets_of(buf: Padded, block: int | None = None, pretokenizer=DEFAULT) -> n
     return _offsets(buf.ptr, buf.size, resolve(pretokenizer).id, block)
 
 
+_PAGE = 4096
+_READ_AFTER = 64            # the pre-tokenizers read at most 31 bytes past the text
+
+
+def _in_place(view: memoryview):
+    """(uint8_t * to view's own bytes, view) when the _READ_AFTER bytes after them lie in
+    the same page as their last byte, so are mapped and readable (the pre-tokenizers never
+    read before the text, nor depend on what they read past it); else None."""
+    n = len(view)
+    if n == 0:
+        return None
+    ptr = ffi.from_buffer(view)
+    end = int(ffi.cast("uintptr_t", ptr)) + n
+    if (end - 1) // _PAGE != (end + _READ_AFTER - 1) // _PAGE:
+        return None
+    return ffi.cast("uint8_t *", ptr), ptr
+
+
 def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
     """Chunk end offsets (uint64) of `data` (bytes, bytearray, memoryview or str, as
     UTF-8 with lone surrogates passed through) under `pretokenizer` (a name or id of
-    harness.pretokenizers); the last one is the length; empty for empty data."""
+    harness.pretokenizers); the last one is the length; empty for empty data.
+
+    The text is split where it lies when the bytes after it are readable (nearly always:
+    unless it ends in the last 64 bytes of a page), else from this thread's padded copy."""
     pretok = resolve(pretokenizer).id
     view = _as_view(data)
-    ptr, keep = _padded_text(view)
+    ptr, keep = _in_place(view) or _padded_text(view)
     result = _offsets(ptr, len(view), pretok)
     del keep
     return result

@@ -192,14 +192,31 @@ def test_bench_pretok_json(tmp_path):
     rows = json.loads(out.read_text())
     assert not (tmp_path / "out.json.tmp").exists()
     assert not list(tmp_path.glob(".*.tmp"))       # write_atomic's temporary name
-    assert [row["impl"] for row in rows] == ["asm", "oracle", "twin"]
+    assert "public/asm" in r.output
+    assert [row["impl"] for row in rows] == ["asm", "public", "oracle", "twin"]
     for row in rows:
         assert set(row) == ROW_KEYS
         assert row["task"] == "pretok" and row["corpus"] == names[0] and row["threads"] == 1
         assert row["pretokenizer"] == "seed"
         assert row["median_s"] > 0 and row["mb_per_s"] > 0
-    assert rows[0]["bytes"] == rows[1]["bytes"] >= 200_000
-    assert 0 < rows[2]["bytes"] <= 50_000
+    assert rows[0]["bytes"] == rows[1]["bytes"] == rows[2]["bytes"] >= 200_000
+    assert 0 < rows[3]["bytes"] <= 50_000
+
+
+def test_bench_pretok_web_english(tmp_path):
+    """web-english: english with typographic quotes and dashes, split alike by the
+    library and the oracle (the bench warns when their chunk counts differ)."""
+    pytest.importorskip("regex", reason="the oracle needs the regex module")
+    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
+    if "english" not in available():
+        pytest.skip(f"english.parquet not found in {corpora_dir()}")
+    r = invoke("bench", "pretok", "--corpus", "web-english", "--limit-mb", "0.3",
+               "--twin-mb", "0.01", "--runs", "1")
+    assert r.exit_code == 0, r.output
+    assert "web-english, nanochat:" in r.output and "WARNING" not in r.output
+    from harness.dev.bench import web_english
+    (doc,) = web_english([b'He said "don\'t" - twice.'])
+    assert doc == "He said \u201cdon\u2019t\u201d \u2014 twice.".encode()
 
 
 def test_bench_pretok_no_corpora(tmp_path, monkeypatch):

@@ -269,9 +269,7 @@ def _utf8(text: str) -> bool:
 def test_nanochat_exports_equal_asmbpe_on_every_valid_corpus_document(
         corpus_files, corpus_texts, nanochat_tok, tmp_path, name):
     """The tiktoken and tokenizer.json exports of a nanochat tokenizer carry nanochat's
-    pattern string and give asmbpe's ids on every valid UTF-8 document of each corpus.
-    Waits for the exact scanners (asm/pretok_exact.asm): until they land the library
-    cuts nanochat's text as seed, which differs from the pattern on some non-ASCII."""
+    pattern string and give asmbpe's ids on every valid UTF-8 document of each corpus."""
     path = next((p for p in corpus_files if p.stem == name), None)
     if path is None:
         pytest.skip(f"{name}.parquet not found")

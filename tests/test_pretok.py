@@ -75,7 +75,7 @@ def test_long_document_is_split_in_blocks():
     from harness.pretok import offsets_of
     buf = Padded(data)
     assert (offsets_of(buf, block=7, pretokenizer="seed").tolist()
-            == offsets_of(buf, pretokenizer="seed").tolist() == twin.split_offsets(data))
+            == offsets_of(buf, pretokenizer="seed").tolist() == twin.split_offsets(data, "seed"))
 
 
 def test_public_path_every_input_type_and_no_aliasing():
@@ -84,17 +84,17 @@ def test_public_path_every_input_type_and_no_aliasing():
     a view of the thread's buffers that the next call overwrites."""
     text = "naïve café, don't 123456 — 日本語 😀\n\n  x\ud800y"
     raw = text.encode("utf-8", "surrogatepass")
-    want = twin.split_offsets(raw)
+    want = twin.split_offsets(raw, "seed")
     words = np.frombuffer(raw[:32], dtype=np.uint32)
     for form in (raw, bytearray(raw), memoryview(raw), text):
         got = harness.split_offsets(form, pretokenizer="seed")
         assert got.dtype == np.uint64 and got.tolist() == want
-    assert harness.split_offsets(words, "seed").tolist() == twin.split_offsets(raw[:32])
+    assert harness.split_offsets(words, "seed").tolist() == twin.split_offsets(raw[:32], "seed")
     first = harness.split_offsets(raw, "seed")
     assert first.base is None and first.flags.writeable and first.flags.owndata
     harness.split_offsets(b"x" * 5000, "seed")
     assert first.tolist() == want                     # untouched by the next call
-    assert harness.split(text, "seed") == twin.split(raw)
+    assert harness.split(text, "seed") == twin.split(raw, "seed")
 
 
 @pytest.mark.parametrize("keep", [None, 64])
@@ -118,7 +118,7 @@ def test_public_path_threads():
     from concurrent.futures import ThreadPoolExecutor
 
     texts = [(b"word %d, " % k) * (1000 + 997 * k) + "日本語 é".encode() * k for k in range(8)]
-    want = [twin.split_offsets(t) for t in texts]
+    want = [twin.split_offsets(t, "seed") for t in texts]
     with ThreadPoolExecutor(4) as pool:
         for _ in range(3):
             got = list(pool.map(lambda t: harness.split_offsets(t, "seed").tolist(), texts))
@@ -131,7 +131,7 @@ def test_tiling_arbitrary_bytes(data):
     chunks = harness.split(data, pretokenizer="seed")
     assert b"".join(chunks) == data
     assert all(chunks)
-    assert chunks == twin.split(data)
+    assert chunks == twin.split(data, "seed")
     assert b"".join(harness.split(data)) == data        # the default (nanochat) tiles too
 
 
@@ -163,7 +163,7 @@ def _asm_offsets_per_document(docs: list[bytes]) -> list[list[int]]:
 
 def _twin_job(args):
     index, data, asm = args
-    ref = twin.split_offsets(data)
+    ref = twin.split_offsets(data, "seed")
     if ref == asm:
         return None
     return index, checkasm.first_difference(asm, ref)

@@ -25,7 +25,7 @@ def _docs(n_bytes: int) -> list[bytes]:
 def _twin_rewrites(docs, merges) -> tuple[list[int], list[int]]:
     """Per merge, the words the twin rewrites and the pair positions it replaces,
     following harness.dev.twin.train's loop (unique words of >= 2 tokens, each once)."""
-    words = twin.count_words(docs)
+    words = twin.count_words(docs, pretokenizer="seed")
     table = [tuple(w) for w in words if len(w) >= 2]
     rewritten, replaced = [], []
     for i, (a, b) in enumerate(merges):
@@ -51,7 +51,7 @@ def test_per_merge_records_match_the_twin(threads):
     docs = _docs(40_000) + [b"aaaaaaa aaaa " * 3, b"abababab ab"]   # overlapping runs too
     res = harness.train(docs, vocab_size=272 + 300, threads=threads, per_merge=True,
                         pretokenizer="seed")
-    want = twin.train(docs, 272 + 300)                  # (the twin's default: seed)
+    want = twin.train(docs, 272 + 300, pretokenizer="seed")
     assert res.merges.tolist() == want.merges.tolist()
     pm = res.stats["per_merge"]
     assert pm.shape == (res.n_merges, 3) and res.n_merges == 300

@@ -50,7 +50,7 @@ def test_encode_matches_the_twin(tok, kjv_docs):
     for doc in kjv_docs[:3] + [t.encode() for t in MIXED]:
         got = tok.encode(doc)
         assert got.dtype == np.uint16
-        assert ids(got) == twin.encode(tok.merges, doc)
+        assert ids(got) == twin.encode(tok.merges, doc, pretokenizer=tok.pretokenizer)
 
 
 def test_str_and_bytes_encode_alike(tok):
@@ -104,7 +104,7 @@ def test_special_text_is_ordinary_text(tok):
     text = "<|bos|><|user|> hi <|end|><|reserved_10|>"
     got = ids(tok.encode(text))
     assert not set(got) & set(tok.specials.values())
-    assert got == twin.encode(tok.merges, text.encode())
+    assert got == twin.encode(tok.merges, text.encode(), pretokenizer=tok.pretokenizer)
     assert tok.decode(got) == text
 
 
@@ -289,7 +289,7 @@ def test_encode_many_takes_any_bytes_like_document_where_it_lies(tok, kjv_docs):
     from harness.encoder import encode_many
 
     raw = [d for d in kjv_docs[:4]] + [t.encode() for t in MIXED]
-    want = [twin.encode(tok.merges, d) for d in raw]
+    want = [twin.encode(tok.merges, d, pretokenizer=tok.pretokenizer) for d in raw]
     tokens, counts = tok.encode_many([raw[0], bytearray(raw[1]), memoryview(raw[2])] + raw[3:],
                                      threads=2)
     ends = np.cumsum(counts)
@@ -297,7 +297,7 @@ def test_encode_many_takes_any_bytes_like_document_where_it_lies(tok, kjv_docs):
 
     words = np.frombuffer(raw[0][:4000], dtype=np.uint32)      # 1000 items, 4000 bytes
     forms = raw[:3] + [np.frombuffer(raw[3], np.uint8), words] + raw[4:]
-    expect = want[:4] + [twin.encode(tok.merges, raw[0][:4000])] + want[4:]
+    expect = want[:4] + [twin.encode(tok.merges, raw[0][:4000], pretokenizer=tok.pretokenizer)] + want[4:]
     tokens, counts = encode_many(tok, forms, threads=2)
     ends = np.cumsum(counts)
     assert [ids(tokens[e - c:e]) for e, c in zip(ends, counts)] == expect
@@ -436,11 +436,11 @@ def test_whole_token_table_holds_only_ids_their_bytes_encode_to(merges):
     tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     docs = [b"abc", b"abc abc abc", b"ab bc abc", b"cabc", b"abcabc"] * 3
     for d in docs:
-        want = twin.encode(tok.merges, d)
+        want = twin.encode(tok.merges, d, pretokenizer=tok.pretokenizer)
         assert ids(tok.encode(d)) == want, d
         assert ids(tok.encode(d, cache=False)) == want, d
     tokens, counts = tok.encode_many(docs, threads=2)
-    assert ids(tokens) == [x for d in docs for x in twin.encode(tok.merges, d)]
+    assert ids(tokens) == [x for d in docs for x in twin.encode(tok.merges, d, pretokenizer=tok.pretokenizer)]
 
 
 def _pair_home(p: int, slots: int) -> int:
@@ -482,7 +482,7 @@ def test_long_probe_runs_that_wrap_around_the_pair_table():
     words = [b" " + spell(a) + spell(b) for a, b in chosen + others]
     tok = Tokenizer(np.array(merges, dtype=np.uint16), pretokenizer="seed")
     doc = b"".join(words)
-    want = twin.encode(tok.merges, doc)
+    want = twin.encode(tok.merges, doc, pretokenizer=tok.pretokenizer)
     assert ids(tok.encode(doc, cache=False)) == want
     assert ids(tok.encode(doc)) == want
     assert ids(tok.encode(doc)) == want                           # from the cache

@@ -6,9 +6,8 @@ no specials, so it is given 4096 - 16) on ~5 MB each of english, multilingual an
 text; and, marked slow, on 100 MB of english at vocab 32768.
 
 - seed: the oracle pattern of SPEC §3 with literal code points (ORACLE_PATTERN_LITERAL);
-- nanochat: its pattern string of SPEC §10, as nanochat itself hands it to rustbpe. These
-  wait for the exact scanners (asm/pretok_exact.asm): until they land the library cuts
-  nanochat's documents as seed, and the merges part where the two differ.
+- nanochat: its pattern string of SPEC §10, as nanochat itself hands it to rustbpe (the
+  library cuts with asm/pretok_exact.asm).
 
 rustbpe breaks ties between equal counts by the smaller (left, right) pair, as SPEC §4.4
 does, and counts overlapping pairs and rewrites left to right like asmbpe.

@@ -47,15 +47,15 @@ def spec_split_via_oracle(text: str) -> list[bytes]:
 
 def check_against_oracle(text: str) -> None:
     data = text.encode("utf-8")
-    diff = first_difference(twin.split(data), spec_split_via_oracle(text), data)
+    diff = first_difference(twin.split(data, "seed"), spec_split_via_oracle(text), data)
     assert diff is None, diff
 
 
 def check_tiling(data: bytes) -> list[bytes]:
-    chunks = twin.split(data)
+    chunks = twin.split(data, "seed")
     assert b"".join(chunks) == data
     assert all(chunks), "empty chunk"
-    ends = twin.split_offsets(data)
+    ends = twin.split_offsets(data, "seed")
     assert ends == [sum(len(c) for c in chunks[:i + 1]) for i in range(len(chunks))]
     return chunks
 
@@ -81,7 +81,7 @@ SPEC_EXAMPLES = [
 
 @pytest.mark.parametrize("text,joined", SPEC_EXAMPLES)
 def test_spec_examples_twin(text, joined):
-    assert twin.split(text.encode()) == [c.encode() for c in joined.split("|")]
+    assert twin.split(text.encode(), "seed") == [c.encode() for c in joined.split("|")]
 
 
 @pytest.mark.parametrize("text,joined", SPEC_EXAMPLES)
@@ -91,8 +91,8 @@ def test_spec_examples_oracle(text, joined):
 
 
 def test_empty():
-    assert twin.split(b"") == []
-    assert twin.split_offsets(b"") == []
+    assert twin.split(b"", "seed") == []
+    assert twin.split_offsets(b"", "seed") == []
     assert oracle_split("") == []
 
 
@@ -141,7 +141,7 @@ def test_char_at(data, cls, length):
     ],
 )
 def test_split_invalid_utf8(data, chunks):
-    assert twin.split(data) == chunks
+    assert twin.split(data, "seed") == chunks
 
 
 # --------------------------------------------------------------------------- twin vs oracle
@@ -211,12 +211,12 @@ def test_long_s_contraction():
     contraction, also when a letter follows.  The byte-level rules (twin and
     assembly) take C5 BF after an apostrophe as such an 's'."""
     for text in ("'ſa", "x'ſſ", "'ſpam", "'ſ", "'ſ.", "'ſ 1", "'ſ\n", " 'ſx", "a 'ſ", "'ſ'ſa"):
-        assert twin.split(text.encode()) == [c.encode() for c in oracle_split(text)], text
-    assert twin.split("'ſa".encode()) == ["'ſ".encode(), b"a"]
+        assert twin.split(text.encode(), "seed") == [c.encode() for c in oracle_split(text)], text
+    assert twin.split("'ſa".encode(), "seed") == ["'ſ".encode(), b"a"]
     # not the long s: other C5 xx letters, and a cut C5
-    assert twin.split("'Ŀa".encode()) == ["'Ŀa".encode()]
-    assert twin.split(b"'\xc5") == [b"'\xc5"]
-    assert twin.split(b"'\xe5\xbf\x80x") == [b"'\xe5\xbf\x80x"]
+    assert twin.split("'Ŀa".encode(), "seed") == ["'Ŀa".encode()]
+    assert twin.split(b"'\xc5", "seed") == [b"'\xc5"]
+    assert twin.split(b"'\xe5\xbf\x80x", "seed") == [b"'\xe5\xbf\x80x"]
 
 
 # --------------------------------------------------------------------------- random text
@@ -277,18 +277,18 @@ def test_tiling_tricky_bytes(data):
         with pytest.raises(UnicodeDecodeError):
             oracle_split_bytes(data)
         return
-    assert twin.split(data) == spec_split_via_oracle(text)
+    assert twin.split(data, "seed") == spec_split_via_oracle(text)
 
 
 def test_tiling_large():
     data = bytes(range(256)) * 64 + b" " * 5000 + b"x" * 5000 + "日本".encode() * 1000
     check_tiling(data)
     check_tiling(data[::-1])
-    assert twin.split(b"a" * 100_000) == [b"a" * 100_000]
-    assert twin.split(b" " * 1000 + b"x") == [b" " * 999, b" x"]
-    assert twin.split(b" " * 1000) == [b" " * 1000]
-    assert twin.split(b"\n" * 7 + b"  ") == [b"\n" * 7, b"  "]  # last CR/LF, then the rest
-    assert twin.split(b"x \t ") == [b"x", b" \t "]  # \s+(?!\S) takes all at the end
+    assert twin.split(b"a" * 100_000, "seed") == [b"a" * 100_000]
+    assert twin.split(b" " * 1000 + b"x", "seed") == [b" " * 999, b" x"]
+    assert twin.split(b" " * 1000, "seed") == [b" " * 1000]
+    assert twin.split(b"\n" * 7 + b"  ", "seed") == [b"\n" * 7, b"  "]  # last CR/LF, then the rest
+    assert twin.split(b"x \t ", "seed") == [b"x", b" \t "]  # \s+(?!\S) takes all at the end
 
 
 def test_oracle_bytes_rejects_invalid_utf8():
@@ -384,7 +384,7 @@ def test_twin_equals_oracle_corpora(corpus_files, corpus_texts):
             except UnicodeEncodeError:
                 continue
             want = spec_split_via_oracle(text)
-            diff = first_difference(twin.split(data), want, data)
+            diff = first_difference(twin.split(data, "seed"), want, data)
             if diff is not None:
                 failures.append(f"{path.name} document {i}: {diff}")
             compared += 1

@@ -60,8 +60,9 @@ def bench():
 
 @bench.command(context_settings=CONTEXT)
 @click.option("--corpus", "corpora", multiple=True, metavar="NAME",
-              type=click.Choice(["english", "multilingual", "code"]),
-              help="english, multilingual or code (repeatable; default: every one available).")
+              type=click.Choice(["english", "multilingual", "code", "web-english"]),
+              help="english, multilingual, code or web-english (english with typographic "
+                   "quotes and dashes; repeatable; default: the shared ones available).")
 @click.option("--limit-mb", type=click.FloatRange(min=0), default=32, show_default=True,
               help="Read about this many MB of whole documents per corpus (0 = all).")
 @click.option("--twin-mb", type=click.FloatRange(min=0), default=1, show_default=True,

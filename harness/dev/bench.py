@@ -9,8 +9,16 @@ in memory, median of `runs` timings (time.perf_counter):
 - oracle: its oracle regex (seed: `harness.dev.oracle.compiled()`, the others their
           pattern strings, `oracle.compiled_pattern(name)`; `findall`) over the same
           documents, already decoded to str;
+- public: `harness.split_offsets(data, pretokenizer=name)`, the call users make, one
+          call per document (each copies its document into the thread's padded
+          buffer and returns a fresh array);
 - twin:   the naive Python twin (`harness.dev.twin.split_offsets(data, name)`) over
           the first `twin_mb` MB only (it is slow); its row has its own byte count.
+
+Besides the shared corpora, `web-english` is english made to look like web English:
+the same documents with typographic punctuation, as web pages have it (' -> U+2019,
+"x -> U+201C x, the other " -> U+201D, ` - ` -> ` U+2014 `; about 1.3% non-ASCII
+bytes, where english has none). `web_english` makes it.
 
 Each row and each printed table names the pre-tokenizer.
 
@@ -124,6 +132,31 @@ def _asm_runner(docs: list[bytes], pretok: int):
     return run
 
 
+WEB_ENGLISH = "web-english"
+
+
+def web_english(docs: list[bytes]) -> list[bytes]:
+    """english documents with web pages' typographic punctuation (see the module doc)."""
+    import re
+    opening = re.compile(r'"(?=\w)')
+    out = []
+    for d in docs:
+        t = d.decode("utf-8", "surrogateescape").replace("'", "\u2019").replace(" - ", " \u2014 ")
+        t = opening.sub("\u201c", t).replace('"', "\u201d")
+        out.append(t.encode("utf-8", "surrogateescape"))
+    return out
+
+
+def _public_runner(docs: list[bytes], name: str):
+    """A function that splits every document with harness.split_offsets and returns the
+    chunk count."""
+    from ..pretok import split_offsets
+
+    def run() -> int:
+        return sum(len(split_offsets(d, pretokenizer=name)) for d in docs)
+    return run
+
+
 def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int = 5,
                  out=print, pretokenizer=DEFAULT) -> list[dict]:
     """Time asm, oracle and twin of `pretokenizer` (a name or id) on each named corpus;
@@ -145,15 +178,22 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
     out(f"pre-tokenizer {pretok} speed, single thread, median of {runs} run(s); "
         f"CPU: {cpu_model()}")
     for name in corpora:
-        path = corpus_path(name)
+        path = corpus_path("english" if name == WEB_ENGLISH else name)
         if not path.is_file():
             raise InputError(f"{path}: no such file (corpus {name!r})")
         docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+        if name == WEB_ENGLISH:
+            docs = web_english(docs)
         nbytes = sum(len(d) for d in docs)
 
         run_asm = _asm_runner(docs, pretok.id)
         t_asm, asm_chunks = _time(run_asm, runs)
         rows.append(_row("asm", pretok.name, name, nbytes, t_asm))
+        t_public, public_chunks = _time(_public_runner(docs, pretok.name), runs)
+        rows.append(_row("public", pretok.name, name, nbytes, t_public))
+        if public_chunks != asm_chunks:
+            out(f"  WARNING: harness.split_offsets found {public_chunks:,} chunks, the "
+                f"library call {asm_chunks:,}")
 
         texts = [d.decode("utf-8", "surrogateescape") for d in docs]
         findall = rx.findall
@@ -176,7 +216,7 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
             rows.append(_row("twin", pretok.name, name, tbytes, t_twin))
 
         _print_table(out, f"{name}, {pretok.name}", len(docs), nbytes, asm_chunks,
-                     rows[-3 if tbytes else -2:])
+                     rows[-4 if tbytes else -3:])
         if asm_chunks != oracle_chunks:
             out(f"  WARNING: chunk counts differ on {name} ({pretok.name}): asm "
                 f"{asm_chunks:,}, oracle {oracle_chunks:,}")
@@ -190,6 +230,8 @@ def _print_table(out, name: str, ndocs: int, nbytes: int, chunks: int, rows: lis
     for r in rows:
         out(f"  {r['impl']:<8}{r['bytes']:>14,}{r['median_s']:>12.4f}{r['mb_per_s']:>11.1f}")
     speed = {r["impl"]: r["mb_per_s"] for r in rows}
-    ratios = [f"asm/{other} {speed['asm'] / speed[other]:,.1f}x"
-              for other in ("oracle", "twin") if other in speed and speed[other] > 0]
+    ratios = [f"{impl}/{other} {speed[impl] / speed[other]:,.1f}x"
+              for impl, other in (("asm", "oracle"), ("public", "oracle"), ("public", "asm"),
+                                  ("asm", "twin"))
+              if impl in speed and other in speed and speed[other] > 0]
     out("  " + "   ".join(ratios))

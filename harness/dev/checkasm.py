@@ -254,8 +254,7 @@ def _exact_twin(name: str) -> Callable[[bytes], list[int]]:
 
 
 PRETOKENIZERS: dict[str, tuple[int, Callable[[bytes], list[int]]]] = {
-    "seed": (1, lambda data: twin.split_offsets(data, pretokenizer="seed")
-             if "pretokenizer" in twin.split_offsets.__code__.co_varnames else twin.split_offsets(data)),
+    "seed": (1, lambda data: twin.split_offsets(data, pretokenizer="seed")),
     "nanochat": (2, _exact_twin("nanochat")),
     "cl100k": (3, _exact_twin("cl100k")),
     "o200k": (4, _exact_twin("o200k")),
@@ -490,7 +489,7 @@ def check_count_words(ctx: Ctx) -> None:
     for i, (name, docs) in enumerate(cases):
         maxw = [256, 0, 1, 5, 3000][i % 5]
         threads = [1, 2, 3, 8][i % 4]
-        want = twin.count_words(docs, max_word_bytes=maxw)
+        want = twin.count_words(docs, max_word_bytes=maxw, pretokenizer="seed")
         anchor = ("end", "start")[i % 2]
         case = f"{name}: {len(docs)} documents, max_word_bytes {maxw}, {threads} threads, {anchor}-anchored"
         got = _asm_count(ctx, arena, docs, threads, maxw, anchor, case)
@@ -519,7 +518,7 @@ def check_train(ctx: Ctx) -> None:
         cases.append((f"random documents #{k}", _docs_text(ctx, ctx.rng.randrange(1, 6), 600)))
     for i, (name, docs) in enumerate(cases):
         n_merges = [40, 5, 200][i % 3]
-        want = twin.train(docs, 256 + 16 + n_merges)
+        want = twin.train(docs, 256 + 16 + n_merges, pretokenizer="seed")
         want_m = [(int(a) | int(b) << 16) for a, b in want.merges]
         want_c = want.counts.tolist()
         for flags, threads in ((0, 1), (1, 1), (2, 3), (2, 8)):
@@ -562,7 +561,7 @@ def _merge_tables(rng: random.Random) -> list[tuple[str, np.ndarray]]:
     tables = [("runs", np.array(runs, dtype=np.uint16))]
     for k in range(2):
         docs = [random_text(rng, rng.randrange(200, 2000)) for _ in range(20)]
-        tables.append((f"learned #{k}", twin.train(docs, 256 + 16 + 300).merges))
+        tables.append((f"learned #{k}", twin.train(docs, 256 + 16 + 300, pretokenizer="seed").merges))
     return tables
 
 
@@ -673,7 +672,7 @@ def check_encode(ctx: Ctx) -> None:
             docs = [data[s:t] for s, t in zip([0] + cuts, cuts + [len(data)])]
             want_counts, want = [], []
             for d in docs:
-                ids = ([bos] if i % 2 else []) + [x for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
+                ids = ([bos] if i % 2 else []) + [x for c in twin.split(d, "seed") for x in twin.encode_chunk(ranks, c)]
                 want += ids
                 want_counts.append(len(ids))
             flags = (i % 2) | (2 if i % 3 == 0 else 0) | (4 if i % 4 == 1 else 0) \
@@ -742,7 +741,7 @@ def check_enc_trim(ctx: Ctx) -> None:
             ctx.on(f"asmbpe_enc_new: {t_name}")
             enc = ctx.call("asmbpe_enc_new", ffi.from_buffer("uint32_t[]", m32), len(m32))
             ranks = twin.merge_ranks(merges)
-            want = [x for d in texts for c in twin.split(d) for x in twin.encode_chunk(ranks, c)]
+            want = [x for d in texts for c in twin.split(d, "seed") for x in twin.encode_chunk(ranks, c)]
             for flags in (0, 2, 0):             # cached, uncached, cached again
                 res = _asm_encode(ctx, arena, enc, texts, threads, flags, "end", None,
                                   f"{t_name}: {threads} threads, flags {flags}, states reused")

@@ -204,7 +204,7 @@ def bench_pretok_next(env: Env) -> list[Case]:
         data = env.slice(k, 4096)
         buf = Padded(data)
         bufs.append(buf)
-        ends = [int(e) for e in split_offsets(data)]
+        ends = [int(e) for e in split_offsets(data, pretokenizer="seed")]
         for s in [0] + ends[:-1]:
             sets.append([_ptr(buf.ptr), len(data), s, 1])
         total += len(data)
@@ -230,9 +230,9 @@ def bench_count_words(env: Env) -> list[Case]:
     L = env.L
     t = L.asmbpe_wordtab_new()
     inputs = [env.docs(k, n) for k in range(2)]
-    sets = [[_ptr(t), _ptr(b.ptr), _ptr(e), len(e), 1, 256] for b, e in inputs]
+    sets = [[_ptr(t), _ptr(b.ptr), _ptr(e), len(e), 1, 256, 1] for b, e in inputs]
     for b, e in inputs:                     # warm: every word already in the table
-        L.asmbpe_count_words(t, b.ptr, ffi.from_buffer("uint64_t[]", e), len(e), 1, 256)
+        L.asmbpe_count_words(t, b.ptr, ffi.from_buffer("uint64_t[]", e), len(e), 1, 256, 1)
     return [Case(f"asmbpe_count_words {n >> 10} KB", "asmbpe_count_words", sets, n,
                  keep=inputs, after=lambda: L.asmbpe_wordtab_free(t))]
 

@@ -12,11 +12,10 @@ Encoding (SPEC §6): `encode` (at the end of this file), lowest-numbered merge f
 one chunk at a time.
 
 Pre-tokenizers. `split`, `split_offsets`, `count_words`, `train` and `encode` take
-`pretokenizer`, a name or id of harness.pretokenizers. The seed (SPEC §3, the default
-here) is written out below; the exact ones (SPEC §10: nanochat, cl100k, o200k, gpt2)
-are `harness.dev.pretok_twin.split_offsets(data, name)`. The twin's default stays seed,
-unlike the library's (nanochat): checkasm holds the library's seed (id 1) to these
-functions called with their defaults.
+`pretokenizer`, a name or id of harness.pretokenizers, by default the library's
+(`harness.pretokenizers.DEFAULT`, nanochat). The seed (SPEC §3) is written out below;
+the exact ones (SPEC §10: nanochat, cl100k, o200k, gpt2) are
+`harness.dev.pretok_twin.split_offsets(data, name)`.
 
 The seed pre-tokenizer (SPEC §3) is hand-written over bytes; no regex engine is used.
 The text is first cut into characters (`char_at`), each with a class, then the pattern
@@ -34,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..pretokenizers import resolve
+from ..pretokenizers import DEFAULT, resolve
 
 __all__ = ["L", "N", "S", "NL", "O", "char_len", "char_at", "chars", "split", "split_offsets",
            "TwinTrainResult", "count_words", "train", "merge_ranks", "encode_chunk", "encode"]
@@ -241,10 +240,10 @@ def _match(t: _Text, k: int) -> int:
     raise AssertionError(f"no alternative matches at character {k}")  # unreachable
 
 
-SEED = "seed"          # this module's default pre-tokenizer (see the module doc)
+SEED = "seed"
 
 
-def split_offsets(data: bytes, pretokenizer=SEED) -> list[int]:
+def split_offsets(data: bytes, pretokenizer=DEFAULT) -> list[int]:
     """Byte end offset of each chunk of data (the last one is len(data); [] if empty),
     cut by `pretokenizer` (a name or id; the exact ones by harness.dev.pretok_twin)."""
     name = resolve(pretokenizer).name
@@ -261,7 +260,7 @@ def split_offsets(data: bytes, pretokenizer=SEED) -> list[int]:
     return ends
 
 
-def split(data: bytes, pretokenizer=SEED) -> list[bytes]:
+def split(data: bytes, pretokenizer=DEFAULT) -> list[bytes]:
     """Cut data into the chunks of `pretokenizer` (SPEC §3 for seed, §10 for the
     others); their concatenation is data."""
     data = bytes(data)
@@ -328,7 +327,7 @@ def _check_int(name: str, value, low: int, high: int | None = None) -> int:
 
 def count_words(inputs, max_word_bytes: int = 256,
                 splitter: Callable[[bytes], list] | None = None, *,
-                pretokenizer=SEED) -> Counter:
+                pretokenizer=DEFAULT) -> Counter:
     """SPEC §4.1: split every document into chunks (by `splitter`, default this
     module's twin of `pretokenizer`) and count identical chunks, leaving out chunks
     longer than max_word_bytes (0 = no limit)."""
@@ -360,7 +359,7 @@ def _rewrite(w: tuple, a: int, b: int, new: int) -> tuple:
 
 def train(inputs, vocab_size: int, max_word_bytes: int = 256, min_count: int = 1, *,
           splitter: Callable[[bytes], list] | None = None,
-          pretokenizer=SEED) -> TwinTrainResult:
+          pretokenizer=DEFAULT) -> TwinTrainResult:
     """The naive twin of the trainer (SPEC §4): recount every pair for every merge.
 
     inputs: bytes, str, or an iterable of them, one document each (str as UTF-8).
@@ -445,13 +444,13 @@ def encode_chunk(ranks: dict[tuple[int, int], int], chunk: bytes) -> list[int]:
 
 
 def encode(merges, data: bytes, *, splitter: Callable[[bytes], list] | None = None,
-           pretokenizer=SEED) -> list[int]:
+           pretokenizer=DEFAULT) -> list[int]:
     """The naive twin of encoding (SPEC §6): the token ids of data.
 
     merges: (M, 2) array or list of pairs, merge i making id 256 + i.
     data: bytes (str is encoded as UTF-8); any byte string, valid UTF-8 or not.
     splitter: bytes -> list of chunks; default `split` with `pretokenizer` (a name or
-        id, default seed), this module's pre-tokenizer twins. Tests may pass the
+        id, default nanochat), this module's pre-tokenizer twins. Tests may pass the
         assembly `harness.split` for larger inputs.
 
     Each chunk is encoded on its own by `encode_chunk`; merges never cross chunks.
