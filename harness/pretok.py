@@ -153,10 +153,17 @@ def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
     unless it ends in the last 64 bytes of a page), else from this thread's padded copy."""
     pretok = resolve(pretokenizer).id
     view = _as_view(data)
-    ptr, keep = _in_place(view) or _padded_text(view)
-    result = _offsets(ptr, len(view), pretok)
-    del keep
-    return result
+    try:
+        direct = _in_place(view)
+        ptr, keep = direct or _padded_text(view)
+        try:
+            return _offsets(ptr, len(view), pretok)
+        finally:
+            if direct:          # the buffer export ends here, also when the call raises
+                ffi.release(keep)   # (an export a traceback keeps alive would stop the
+            del keep                # garbage collector from clearing the memoryview)
+    finally:
+        view.release()
 
 
 def split(data, pretokenizer=DEFAULT) -> list[bytes]:

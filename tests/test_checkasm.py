@@ -73,8 +73,8 @@ def test_wrong_result_is_reported(monkeypatch):
     first differing offset."""
     real = checkasm.twin.split_offsets
 
-    def wrong(data):
-        out = real(data)
+    def wrong(data, pretokenizer="seed"):
+        out = real(data, pretokenizer)
         return out[:-1] + [out[-1] + 1] if len(out) > 3 else out
     monkeypatch.setattr(checkasm.twin, "split_offsets", wrong)
     lines: list[str] = []

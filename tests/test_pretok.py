@@ -204,3 +204,29 @@ def test_asm_equals_oracle_on_every_valid_corpus_document(corpus_files, corpus_t
             if ends != offs:
                 failures.append(f"{path.name} document {i}: {checkasm.first_difference(offs, ends)}")
     assert not failures, "\n".join(failures[:10])
+
+
+def test_error_in_the_call_leaves_no_buffer_export(tmp_path):
+    """A library call that raises (here: the library missing) inside split_offsets, its
+    traceback kept in a reference cycle, then a garbage collection: the text's buffer
+    export must have ended with the call (a memoryview still exported when the
+    collector clears it crashed the interpreter). In a subprocess, so that a crash
+    fails this test only."""
+    import subprocess
+    import sys
+    code = (
+        "import gc, pathlib\n"
+        "from harness import _lib, pretok\n"
+        "_lib.LIB_PATH = pathlib.Path('/nonexistent/libasmbpe.so'); _lib.lib.cache_clear()\n"
+        "kept = []\n"
+        "for data in (b'hello world', bytearray(b'hello'), memoryview(b'abc def'), 'x y'):\n"
+        "    try:\n"
+        "        pretok.split_offsets(data)\n"
+        "    except Exception as e:\n"
+        "        kept.append(e); e.cycle = e\n"
+        "del kept\n"
+        "gc.collect()\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
