@@ -63,7 +63,7 @@ def test_a_new_tokenizer_takes_cleared_states_from_the_pool():
         want, want_counts = Tokenizer(big.merges, pretokenizer="seed").encode_many(
             docs, threads=1, cache=False)
         assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()
-        assert stats["chunks"] == sum(len(twin.split(d)) for d in docs)
+        assert stats["chunks"] == sum(len(twin.split(d, "seed")) for d in docs)
         del second
         gc.collect()
 
@@ -175,7 +175,7 @@ def test_long_chunks_take_the_heap_path_and_stay_fast():
     ranks = twin.merge_ranks(tok.merges)
     for text in (b"a" * 1000, b"a" * 4099, b" " * 3001 + b"x", b"abc" * 50 + b"ab"):
         got = tok.encode(text, cache=False).tolist()
-        assert got == [x for c in twin.split(text) for x in twin.encode_chunk(ranks, c)]
+        assert got == [x for c in twin.split(text, "seed") for x in twin.encode_chunk(ranks, c)]
     before = encoder_stats(tok)["long_chunks"]
     t0 = time.perf_counter()
     ids = tok.encode(b"a" * (1 << 20) + b" " * (1 << 20))
@@ -202,7 +202,7 @@ def test_runs_of_one_byte_come_from_the_memo():
                                                          # entry)
     runs += [b"=" * 60, b"a" * 60 + b"b" + b"a" * 60, b"a" * 2000]
     text = b"\n".join(b"x" + r + b"y" if r[0] == 32 else r for r in runs * 3)
-    want = [x for c in twin.split(text) for x in twin.encode_chunk(ranks, c)]
+    want = [x for c in twin.split(text, "seed") for x in twin.encode_chunk(ranks, c)]
     assert tok.encode(text, cache=False).tolist() == want
     assert tok.encode(text).tolist() == want                # (the memo filled, reused)
     assert tok.encode(text).tolist() == want
@@ -210,7 +210,7 @@ def test_runs_of_one_byte_come_from_the_memo():
     def encoded(data):
         before = encoder_stats(tok)
         assert tok.encode(data).tolist() == [
-            x for c in twin.split(data) for x in twin.encode_chunk(ranks, c)]
+            x for c in twin.split(data, "seed") for x in twin.encode_chunk(ranks, c)]
         after = encoder_stats(tok)
         return (after["chunks"] - before["chunks"]) - (after["cache_hits"] - before["cache_hits"])
 
