@@ -16,11 +16,10 @@ fresh pages than to compute). So nothing is allocated per call:
   end (readable; the pre-tokenizers never read before the text and read at most 31
   bytes past it, whatever those hold); only a text that ends in the last 64 bytes of a
   page is copied into this thread's padded buffer (SPEC §2), which only grows
-  (`_Scratch`, a threading.local; one larger than KEEP_BYTES is not kept). That copy
-  is what the public path costs more than the library call (4.4-5 ms of 27.5-28.5
-  at 60 MB of English on the development VM: 81-84% of the library call's speed; the
-  copy is bound by the memory bandwidth there: two copying threads, or copying the
-  start last so that it is still in the cache, gained nothing);
+  (`_Scratch`, a threading.local; one larger than KEEP_BYTES is not kept). The copy
+  cost 4.4-5 ms of 27.5-28.5 at 60 MB of English on the development VM (81-84% of
+  the library call's speed) when every text was copied; split in place, 60 MB run at
+  99-103% of it;
 - a text of up to 1 MB (`_DIRECT_BYTES`) has its offsets written straight into the
   array returned (room for one chunk per 3 bytes, then shrunk in place: no copy; a
   text with more chunks goes on as below), and bytes of that size take a short path
