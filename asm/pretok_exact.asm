@@ -149,6 +149,20 @@ section .text
 %%no:
 %endmacro
 
+; X_DIGITS n: \p{N}{1,n} from the digit at r10 (eax = its length); returns.
+%macro X_DIGITS 1
+    add         r10, rax
+%rep %1 - 1
+    cmp         r10, r11
+    jae         .ret
+    UCLASS      r10
+    test        cl, XN
+    jz          .ret
+    add         r10, rax
+%endrep
+    ret
+%endmacro
+
 ; X_WS cl100k, gpt2: the whitespace alternatives at a whitespace character
 ; at r10 (ecx = its class, eax = its length):
 ;   cl100k = 1: \s++$ first (the whole run when it reaches the end);
@@ -270,16 +284,7 @@ section .text
     jz          .orun_adv
     jmp         .tail                           ; [\r\n]*
 .digits:                                        ; \p{N}{1,digits}
-    add         r10, rax
-%rep %1 - 1
-    cmp         r10, r11
-    jae         .ret
-    UCLASS      r10
-    test        cl, XN
-    jz          .ret
-    add         r10, rax
-%endrep
-    ret
+    X_DIGITS    %1
     X_ORUN      10, 13
 .ws:
     X_WS        %2, 0
@@ -397,16 +402,7 @@ PROC xc_o200k, 64
     X_CONTR     1, .ret
     ret
 .digits:                                        ; \p{N}{1,3}
-    add         r10, rax
-%rep 2
-    cmp         r10, r11
-    jae         .ret
-    UCLASS      r10
-    test        cl, XN
-    jz          .ret
-    add         r10, rax
-%endrep
-    ret
+    X_DIGITS    3
     X_ORUN      10, 13, '/'
 .ws:
     X_WS        0, 0
