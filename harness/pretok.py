@@ -157,10 +157,15 @@ def _in_place(view: memoryview):
     if n == 0:
         return None
     ptr = ffi.from_buffer(view)
-    end = int(ffi.cast("uintptr_t", ptr)) + n
-    if (end - 1) // _PAGE != (end + _READ_AFTER - 1) // _PAGE:
+    if not _readable_after(ptr, n):
         return None
     return ffi.cast("uint8_t *", ptr), ptr
+
+
+def _readable_after(ptr, n: int) -> bool:
+    """The _READ_AFTER bytes after ptr[0, n) lie in the page of its last byte."""
+    end = int(ffi.cast("uintptr_t", ptr)) + n
+    return (end - 1) // _PAGE == (end + _READ_AFTER - 1) // _PAGE
 
 
 def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
@@ -175,11 +180,9 @@ def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
         pretok = resolve(pretokenizer).id
     if type(data) is bytes and 0 < len(data) <= _DIRECT_BYTES:
         # the common call, made short: bytes (immutable: no export to end) split in place
-        n = len(data)
         ptr = ffi.from_buffer(data)
-        end = int(ffi.cast("uintptr_t", ptr)) + n
-        if (end - 1) // _PAGE == (end + _READ_AFTER - 1) // _PAGE:
-            return _offsets(ffi.cast("uint8_t *", ptr), n, pretok)
+        if _readable_after(ptr, len(data)):
+            return _offsets(ffi.cast("uint8_t *", ptr), len(data), pretok)
     view = _as_view(data)
     try:
         direct = _in_place(view)
