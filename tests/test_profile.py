@@ -144,7 +144,11 @@ def test_runs_encoded_through_the_memo_are_timed_as_merging():
     rep = P.profile_encode(docs, tok, threads=1)
     p = rep.extra["per_thread"][0]
     assert p["chunks"] == len(docs) and p["cache_hits"] == 0
-    assert p["cycles_merge"] > 0.5 * (p["cycles_cache"] + p["cycles_merge"]), p
+    # Every chunk is longer than CACHE_MAX_LEN, so only the memo's encodes can be
+    # timed as merging: untimed, cycles_merge would be 0.  Their share of the
+    # cache and merge phases is timing (0.4-0.98 here, 0.48 on a CI machine), so
+    # the bound only asks that it is not a stray rdtsc pair.
+    assert p["cycles_merge"] > 0.1 * (p["cycles_cache"] + p["cycles_merge"]), p
 
 
 def test_warm_encode_profile_is_the_second_call():
