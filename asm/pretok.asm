@@ -97,6 +97,11 @@ asmbpe_pretok_vconst:
     %assign lo lo + 1
 %endrep
 %endrep
+%if $ - asmbpe_pretok_vconst != VC_70
+    %error "asmbpe_pretok_vconst: VC_70 is not where pretok_window.inc says"
+%endif
+    times 32 db 0x70
+    times 32 db 0xCF
 
 section .text
 

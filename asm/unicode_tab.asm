@@ -244,6 +244,26 @@ asmbpe_uni:
 %endif
 ; U_L2D (32 bytes)
     db 255,255,0,255,0,0,0,0,0,0,255,0,0,0,0,0,255,255,0,255,0,0,0,0,0,0,255,0,0,0,0,0
+%if $ - asmbpe_uni != U_O2TC
+    %error "asmbpe_uni: U_O2TC is not where unicode.inc says"
+%endif
+; U_O2TC (32 bytes)
+    db 0,0,0,31,1,0,0,0,1,0,0,0,0,0,0,0,0,0,0,31,1,0,0,0,1,0,0,0,0,0,0,0
+%if $ - asmbpe_uni != U_O2TD
+    %error "asmbpe_uni: U_O2TD is not where unicode.inc says"
+%endif
+; U_O2TD (32 bytes)
+    db 0,48,0,1,2,1,23,0,0,0,0,0,0,0,0,0,0,48,0,1,2,1,23,0,0,0,0,0,0,0,0,0
+%if $ - asmbpe_uni != U_O2EC
+    %error "asmbpe_uni: U_O2EC is not where unicode.inc says"
+%endif
+; U_O2EC (32 bytes)
+    db 0,0,0,64,2,1,1,0,2,1,20,0,0,0,0,15,0,0,0,64,2,1,1,0,2,1,20,0,0,0,0,15
+%if $ - asmbpe_uni != U_O2ED
+    %error "asmbpe_uni: U_O2ED is not where unicode.inc says"
+%endif
+; U_O2ED (32 bytes)
+    db 0,64,32,2,3,2,23,9,0,0,0,0,0,0,0,0,0,64,32,2,3,2,23,9,0,0,0,0,0,0,0,0
 %if $ - asmbpe_uni != U_STAGE2
     %error "asmbpe_uni: U_STAGE2 is not where unicode.inc says"
 %endif
