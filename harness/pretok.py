@@ -22,10 +22,14 @@ fresh pages than to compute). So nothing is allocated per call:
   99-103% of it;
 - a text of up to 1 MB (`_DIRECT_BYTES`) has its offsets written straight into the
   array returned (room for one chunk per 3 bytes, then shrunk in place: no copy; a
-  text with more chunks goes on as below), and bytes of that size take a short path
-  (no memoryview); over 32 MB per document, 525 to 2,569 documents (`asmbpe bench
-  pretok`, 2026-12-05), this took the public call from 0.74 to 0.85 of the library
-  call's speed on english, 0.57 to 0.68 on code, 0.68 to 0.77 on multilingual;
+  text with more chunks goes on as below), and bytes of that size take a short path:
+  no memoryview, no cdata cast; cffi hands the bytes' own buffer to the library and
+  where it lies is id() + `_BYTES_DATA` (CPython's layout, checked against cffi at
+  import; other Pythons take the general path). Over 32 MB per document, 525 to
+  2,569 documents (`asmbpe bench pretok`, 2026-12-05), the public call went from 0.74
+  to 0.85 and then 0.90 of the library call's speed on english, 0.68 to 0.77 and then
+  0.84 on multilingual (857 MB/s), 0.57 to 0.68 and then 0.65-0.73 on code (its
+  largest documents' offset arrays are fresh memory);
 - otherwise the library writes the offsets into a block of `_OFFSETS`, a pool of reused memory
   (harness.buffers.Pool) sized by the text (no more chunks than bytes; English has
   about one per 4 bytes; when the block fills up, a larger one continues after the
@@ -168,6 +172,20 @@ def _readable_after(ptr, n: int) -> bool:
     return (end - 1) // _PAGE == (end + _READ_AFTER - 1) // _PAGE
 
 
+def _bytes_data_offset() -> int | None:
+    """Where a bytes object's buffer lies from its id() (CPython: 32 bytes on), checked
+    against cffi's own view of it; None where that does not hold (another Python)."""
+    probe = bytes(range(48))
+    try:
+        at = int(ffi.cast("uintptr_t", ffi.from_buffer(probe))) - id(probe)
+    except (TypeError, ValueError):
+        return None
+    return at if 0 < at <= 64 else None
+
+
+_BYTES_DATA = _bytes_data_offset()
+
+
 def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
     """Chunk end offsets (uint64) of `data` (bytes, bytearray, memoryview or str, as
     UTF-8 with lone surrogates passed through) under `pretokenizer` (a name or id of
@@ -178,11 +196,27 @@ def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
     pretok = _IDS.get(pretokenizer) if isinstance(pretokenizer, str) else None
     if pretok is None:
         pretok = resolve(pretokenizer).id
-    if type(data) is bytes and 0 < len(data) <= _DIRECT_BYTES:
-        # the common call, made short: bytes (immutable: no export to end) split in place
-        ptr = ffi.from_buffer(data)
-        if _readable_after(ptr, len(data)):
-            return _offsets(ffi.cast("uint8_t *", ptr), len(data), pretok)
+    n = len(data)
+    if type(data) is bytes and 0 < n <= _DIRECT_BYTES:
+        if _BYTES_DATA is not None:
+            # the common call, made short: bytes go to the library as they are (cffi
+            # passes their own buffer), where they lie is id() + _BYTES_DATA, and the
+            # offsets go straight into the array returned
+            end = id(data) + _BYTES_DATA + n
+            if (end - 1) // _PAGE == (end + _READ_AFTER - 1) // _PAGE:
+                room = min(n, n // 3 + 64)
+                out = np.empty(room, dtype=np.uint64)
+                got = lib().asmbpe_split_offsets(data, n, 0, ffi.from_buffer("uint64_t[]", out),
+                                                 room, pretok)
+                if got < 0:
+                    raise RuntimeError(f"asmbpe_split_offsets failed with status {got}")
+                if got < room or int(out[room - 1]) >= n:
+                    out.resize(got, refcheck=False)
+                    return out
+        else:
+            ptr = ffi.from_buffer(data)
+            if _readable_after(ptr, n):
+                return _offsets(ffi.cast("uint8_t *", ptr), n, pretok)
     view = _as_view(data)
     try:
         direct = _in_place(view)

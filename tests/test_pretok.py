@@ -97,6 +97,30 @@ def test_public_path_every_input_type_and_no_aliasing():
     assert harness.split(text, "seed") == twin.split(raw, "seed")
 
 
+def test_public_path_bytes_where_they_lie_and_at_page_ends():
+    """bytes go to the library where CPython keeps them (id() + 32, checked against
+    cffi's view at import) unless they end in the last 64 bytes of a page: both ways,
+    and texts with more chunks than the short path's room, give the twin's offsets."""
+    import sys
+
+    from harness import pretok
+
+    if sys.implementation.name == "cpython":
+        assert pretok._BYTES_DATA == 32
+    rng = np.random.default_rng(7)
+    alphabet = np.frombuffer(b"ab 1!\n\xc3\xa9'", dtype=np.uint8)
+    seen = set()
+    for _ in range(3000):
+        n = int(rng.integers(1, 300))
+        data = rng.choice(alphabet, n).tobytes()
+        end = id(data) + (pretok._BYTES_DATA or 0) + n
+        seen.add((end - 1) // 4096 == (end + 63) // 4096)
+        assert harness.split_offsets(data, "nanochat").tolist() == twin.split_offsets(data, "nanochat")
+    assert seen == {True, False} or pretok._BYTES_DATA is None
+    for data in (b"1!" * 5000, b"\xff" * 777):     # one chunk per byte or two: past the room
+        assert harness.split_offsets(data, "nanochat").tolist() == twin.split_offsets(data, "nanochat")
+
+
 @pytest.mark.parametrize("keep", [None, 64])
 def test_public_path_grows_its_buffers(monkeypatch, keep):
     """Texts with more chunks than the first guess (one per 3 bytes) make the offsets

@@ -10,8 +10,8 @@ in memory, median of `runs` timings (time.perf_counter):
           pattern strings, `oracle.compiled_pattern(name)`; `findall`) over the same
           documents, already decoded to str;
 - public: `harness.split_offsets(data, pretokenizer=name)`, the call users make, one
-          call per document (each copies its document into the thread's padded
-          buffer and returns a fresh array);
+          call per document (split where it lies, unless it ends in the last 64
+          bytes of a page, and returned as a fresh array);
 - twin:   the naive Python twin (`harness.dev.twin.split_offsets(data, name)`) over
           the first `twin_mb` MB only (it is slow); its row has its own byte count.
 
