@@ -131,6 +131,33 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
                      uint64_t min_count, uint64_t threads, uint64_t flags,
                      uint32_t *merges, uint64_t *counts, uint64_t *stats);
 
+/* ---- the rank encoder (SPEC §11): loaded vocabularies, u32 ids ------------- */
+
+/* encode_rank.asm: an encoder of a loaded vocabulary.  pairs: n_pairs rows
+ * {left, right, priority, result} (harness.vocab.pair_table: no pair twice,
+ * ids < n_tokens, priority < 0xFFFFFFFF); byte_ids[256]: the id of each byte;
+ * token i is tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags:
+ * ASMBPE_RENC_WHOLE (a chunk that is a token encodes as it: tiktoken, HF
+ * ignore_merges).  NULL when out of memory or n_tokens is 0 or >= 2^32 - 1.
+ * One call at a time per encoder (not yet threaded, no chunk cache). */
+typedef struct asmbpe_renc asmbpe_renc;
+enum { ASMBPE_RENC_WHOLE = 1 };
+asmbpe_renc *asmbpe_renc_new(const uint32_t *pairs, uint64_t n_pairs,
+                             const uint32_t *byte_ids, const uint8_t *tok_bytes,
+                             const uint64_t *tok_offsets, uint64_t n_tokens,
+                             uint64_t flags);
+void asmbpe_renc_free(asmbpe_renc *e);
+/* the ids of one chunk (len >= 1 bytes, ASMBPE_PAD readable after it) into
+ * out (room for len ids): the lowest-priority adjacent pair merges first,
+ * leftmost first.  Returns the ids, or ASMBPE_ENOMEM. */
+int64_t asmbpe_renc_chunk(asmbpe_renc *e, const uint8_t *chunk, size_t len,
+                          uint32_t *out);
+/* the ids of a padded text, split with pre-tokenizer pretok, into out (cap >=
+ * len).  Returns the ids, or ASMBPE_EINVAL (cap < len, unknown pretok),
+ * ASMBPE_ENOMEM. */
+int64_t asmbpe_renc_text(asmbpe_renc *e, const uint8_t *text, size_t len,
+                         uint64_t pretok, uint32_t *out, size_t cap);
+
 /* ---- encoding (SPEC §6) ----------------------------------------------------- */
 
 /* encode.asm: the encoder of a merge table: merges[i] = left | right << 16
