@@ -713,6 +713,135 @@ def check_encode(ctx: Ctx) -> None:
     arena.close()
 
 
+# --------------------------------------------------------------------------- rank encoder
+
+def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
+    """Small vocabularies for the rank encoder (harness.vocab.Vocab): the 256 bytes at
+    shuffled ids among tokens made by joining two earlier ones (texty bytes first, so
+    that texts merge), as a rank file (whole chunks) and as merges (no whole chunks)."""
+    from ..vocab import Vocab
+    tokens = [bytes([b]) for b in range(256)]
+    seen = set(tokens)
+    common = [t for t in TEXTY if len(t) == 1] + [b"e", b"t", b"a", b" ", b"\xc3", b"\xa9"]
+    pool = list(common)
+    while len(tokens) < 900:
+        t = rng.choice(pool) + rng.choice(pool)
+        if t not in seen and len(t) <= 40:
+            seen.add(t)
+            tokens.append(t)
+            pool.append(t)
+    order = list(range(len(tokens)))
+    rng.shuffle(order)
+    ranked = [tokens[i] for i in order]
+    rank_vocab = Vocab("checkasm ranks", ranked, "gpt2", {}, None, True)
+    index = {t: i for i, t in enumerate(ranked)}
+    merges = []                                 # the same tokens as merges, in rank order
+    for t in ranked:
+        if len(t) > 1:
+            for k in range(1, len(t)):
+                if t[:k] in index and t[k:] in index:
+                    merges.append((index[t[:k]], index[t[k:]]))
+                    break
+    merge_vocab = Vocab("checkasm merges", ranked, "nanochat", {}, merges, False)
+    return [("ranks", rank_vocab), ("merges", merge_vocab)]
+
+
+def _renc_new(ctx: Ctx, v) -> int:
+    from ..vocab import byte_ids, pair_table
+    rows = np.ascontiguousarray(np.stack(pair_table(v), axis=1), dtype=np.uint32)
+    ids = byte_ids(v)
+    offsets = np.zeros(len(v.tokens) + 1, dtype=np.uint64)
+    np.cumsum([len(t) for t in v.tokens], out=offsets[1:])
+    blob = np.frombuffer(b"".join(v.tokens), dtype=np.uint8)
+    ctx.on(f"asmbpe_renc_new: {v.name}")
+    return ctx.call("asmbpe_renc_new", ffi.from_buffer("uint32_t[]", rows), len(rows),
+                    ffi.from_buffer("uint32_t[]", ids), ffi.from_buffer("uint8_t[]", blob),
+                    ffi.from_buffer("uint64_t[]", offsets), len(v.tokens),
+                    1 if v.whole_chunk else 0)
+
+
+def _u32_out(n: int) -> tuple[np.ndarray, np.ndarray]:
+    full = np.full(n + 2 * MARGIN, 0x99999999, dtype=np.uint32)
+    return full, full[MARGIN:MARGIN + n]
+
+
+@register("asmbpe_renc_chunk")
+def check_renc_chunk(ctx: Ctx) -> None:
+    """One chunk (any bytes, 1..300 and runs of 20,000: the scan and the heap) against
+    harness.dev.rank_twin.encode_chunk, at both guard pages and every alignment."""
+    from . import rank_twin
+    arena = GuardedArena(MB + 4096)
+    for v_name, v in _rank_vocabs(ctx.rng):
+        enc = _renc_new(ctx, v)
+        if not enc:
+            ctx.fail(f"asmbpe_renc_new: {v_name}: NULL")
+            continue
+        t = rank_twin.tables(v)
+        cases = [(f"texty len {n}", texty(ctx.rng, n)) for n in range(1, 301)]
+        cases += [(f"random bytes len {n}", ctx.rng.randbytes(n)) for n in range(1, 301, 7)]
+        cases += [("20,000 of 'e'", b"e" * 20_000), ("20,000 texty", texty(ctx.rng, 20_000)),
+                  ("129 of 'a'", b"a" * 129), ("128 of 'a'", b"a" * 128)]
+        for i, (name, data) in enumerate(cases):
+            want = rank_twin.encode_chunk(data, v, t)
+            for anchor, align in placements(len(data), i)[:2 if len(data) > 300 else 4]:
+                ptr, _ = arena.place(data, anchor, align)
+                case = f"{v_name}: {name}, {anchor}-anchored, align {align}"
+                ctx.on(case)
+                full, out = _u32_out(len(data))
+                got = ctx.call("asmbpe_renc_chunk", enc, ptr, len(data),
+                               ffi.from_buffer("uint32_t[]", out))
+                if got != len(want) or out[:got].tolist() != want:
+                    ctx.fail(f"asmbpe_renc_chunk: {case}: {got} ids, the twin {len(want)}: "
+                             f"{first_difference(out[:max(got, 0)].tolist(), want)}")
+                elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + got:MARGIN + len(data)] != 0x99999999) \
+                        or np.any(full[MARGIN + len(data):] != 0x99999999):
+                    ctx.fail(f"asmbpe_renc_chunk: {case}: wrote outside out[0..ids)")
+        ctx.on(f"asmbpe_renc_free: {v_name}")
+        ctx.call("asmbpe_renc_free", enc)
+    ctx.on("asmbpe_renc_free(NULL)")
+    ctx.call("asmbpe_renc_free", 0)
+    arena.close()
+
+
+@register("asmbpe_renc_text")
+def check_renc_text(ctx: Ctx) -> None:
+    """Whole texts (split by the vocabulary's pre-tokenizer, then each chunk) against
+    harness.dev.rank_twin.encode; cap < len and an unknown pre-tokenizer are refused."""
+    from . import rank_twin
+    arena = GuardedArena(MB + 4096)
+    for v_name, v in _rank_vocabs(ctx.rng):
+        enc = _renc_new(ctx, v)
+        pid = PRETOKENIZERS[v.pretokenizer][0]
+        cases = list(edge_texts(ctx.rng))
+        cases = [c for c in cases if len(c[1]) <= 4096]
+        cases += [(f"random #{k}", random_text(ctx.rng, ctx.rng.randrange(0, 5000)))
+                  for k in range(ctx.n_random // 50)]
+        for i, (name, data) in enumerate(cases):
+            want = rank_twin.encode(data, v)
+            n = len(data)
+            anchor, align = placements(n, i)[i % 4]
+            ptr, _ = arena.place(data, anchor, align)
+            case = f"{v_name}: {name}, {anchor}-anchored, align {align}"
+            ctx.on(case)
+            full, out = _u32_out(max(n, 1))
+            got = ctx.call("asmbpe_renc_text", enc, ptr, n, pid, ffi.from_buffer("uint32_t[]", out),
+                           max(n, 1))
+            if got != len(want) or out[:got].tolist() != want:
+                ctx.fail(f"asmbpe_renc_text: {case}: {got} ids, the twin {len(want)}: "
+                         f"{first_difference(out[:max(got, 0)].tolist(), want)}")
+            elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + max(n, 1):] != 0x99999999):
+                ctx.fail(f"asmbpe_renc_text: {case}: wrote outside out[0..cap)")
+        ptr, _ = arena.place(b"abc", "end")
+        full, out = _u32_out(3)
+        for pretok, cap, what in ((pid, 2, "cap < len"), (99, 3, "pretok 99")):
+            ctx.on(f"{v_name}: {what} is refused")
+            got = ctx.call("asmbpe_renc_text", enc, ptr, 3, pretok, ffi.from_buffer("uint32_t[]", out), cap)
+            if got != (1 << 64) - 1:
+                ctx.fail(f"asmbpe_renc_text: {what} gave {got}, want ASMBPE_EINVAL")
+        ctx.call("asmbpe_renc_free", enc)
+    arena.close()
+
+
 @register("asmbpe_enc_trim")
 def check_enc_trim(ctx: Ctx) -> None:
     """The state pool: a freed encoder's thread states go to the pool, the next

@@ -1,0 +1,122 @@
+"""Encoding with a loaded vocabulary (SPEC §11) through the library's rank encoder
+(asm/encode_rank.asm): tiktoken rank files and Hugging Face tokenizer.json models
+(harness.vocab loads them), u32 ids.
+
+    enc = RankEncoder(harness.vocab.from_tiktoken("cl100k_base.tiktoken.gz"))
+    enc.encode_ordinary(b"hello world")        -> np.ndarray[uint32]
+    enc.encode("a<|endoftext|>", allowed_special="all")
+    enc.decode_bytes(ids)                       -> bytes
+
+The encoder object holds the pair table (harness.vocab.pair_table: every pair that may
+merge, with its priority and result), the whole-token table (tiktoken: a chunk that is a
+token is that token) and the token bytes. The library splits the text with the
+vocabulary's pre-tokenizer and encodes chunk by chunk: the lowest-priority adjacent pair
+merges first, leftmost first (a scan for chunks up to 128 bytes, a heap beyond).
+
+What is not there yet (issue 22): threads, a chunk cache, the `Tokenizer` class and the
+CLI's `-t` for loaded vocabularies, tokenizer.bin and `.tok` version 2. One call at a
+time per encoder (a lock serialises threads).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ._lib import ffi, lib
+from .buffers import Padded
+from .pretokenizers import resolve
+from .vocab import Vocab, byte_ids, pair_table
+
+__all__ = ["RankEncoder"]
+
+RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
+
+
+class RankEncoder:
+    """The library's encoder of a loaded vocabulary (see the module doc)."""
+
+    def __init__(self, vocab: Vocab):
+        self.vocab = vocab
+        self._pretok = resolve(vocab.pretokenizer).id
+        left, right, priority, result = pair_table(vocab)
+        rows = np.ascontiguousarray(np.stack([left, right, priority, result], axis=1),
+                                    dtype=np.uint32)
+        ids = np.ascontiguousarray(byte_ids(vocab), dtype=np.uint32)
+        lengths = np.fromiter((len(t) for t in vocab.tokens), dtype=np.uint64,
+                              count=len(vocab.tokens))
+        offsets = np.zeros(len(vocab.tokens) + 1, dtype=np.uint64)
+        np.cumsum(lengths, out=offsets[1:])
+        token_bytes = b"".join(vocab.tokens) or b"\0"
+        L = lib()
+        handle = L.asmbpe_renc_new(ffi.from_buffer("uint32_t[]", rows), len(rows),
+                                   ffi.from_buffer("uint32_t[]", ids), token_bytes,
+                                   ffi.from_buffer("uint64_t[]", offsets), len(vocab.tokens),
+                                   RENC_WHOLE if vocab.whole_chunk else 0)
+        if handle == ffi.NULL:
+            raise MemoryError("asmbpe_renc_new: out of memory")
+        self._handle = ffi.gc(handle, L.asmbpe_renc_free)
+        self._lock = threading.Lock()
+        self._special_text = {i: name.encode("utf-8") for name, i in vocab.specials.items()}
+
+    def encode_ordinary(self, text) -> np.ndarray:
+        """The ids (uint32) of text (bytes-like, or str as UTF-8), special-token text
+        being ordinary text."""
+        if isinstance(text, str):
+            text = text.encode("utf-8", "surrogatepass")
+        buf = Padded(text)
+        n = buf.size
+        if n == 0:
+            return np.empty(0, dtype=np.uint32)
+        out = np.empty(n, dtype=np.uint32)
+        with self._lock:
+            got = lib().asmbpe_renc_text(self._handle, buf.ptr, n, self._pretok,
+                                         ffi.from_buffer("uint32_t[]", out), n)
+        if got < 0:
+            if got == -2:
+                raise MemoryError("asmbpe_renc_text: out of memory")
+            raise RuntimeError(f"asmbpe_renc_text failed with status {got}")
+        out.resize(got, refcheck=False)
+        return out
+
+    def encode(self, text, allowed_special=()) -> np.ndarray:
+        """As tiktoken's encode, except that special-token text not allowed is ordinary
+        text (SPEC §11): the text of each allowed special (names, or "all") becomes its
+        id, and the pieces between are encoded as encode_ordinary does. Where two allowed
+        specials start at the same place, the longer one wins."""
+        if isinstance(text, str):
+            text = text.encode("utf-8", "surrogatepass")
+        names = list(self.vocab.specials) if allowed_special == "all" else list(allowed_special)
+        for name in names:
+            if name not in self.vocab.specials:
+                raise ValueError(f"{name!r} is not a special token of {self.vocab.name}")
+        specials = [(name.encode("utf-8"), self.vocab.specials[name]) for name in names]
+        if not specials:
+            return self.encode_ordinary(text)
+        parts, start = [], 0
+        while True:
+            found = None                          # (position, -length, id)
+            for s, i in specials:
+                at = text.find(s, start)
+                if at >= 0 and (found is None or (at, -len(s)) < found[:2]):
+                    found = (at, -len(s), i)
+            end = found[0] if found is not None else len(text)
+            parts.append(self.encode_ordinary(text[start:end]))
+            if found is None:
+                return np.concatenate(parts).astype(np.uint32, copy=False)
+            parts.append(np.array([found[2]], dtype=np.uint32))
+            start = end - found[1]
+
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of ids: each token's bytes, a special's text; ValueError for an id
+        that is neither."""
+        tokens, special = self.vocab.tokens, self._special_text
+        out = []
+        for i in np.asarray(ids).tolist():
+            if 0 <= i < len(tokens):
+                out.append(tokens[i])
+            elif i in special:
+                out.append(special[i])
+            else:
+                raise ValueError(f"id {i} is not a token of {self.vocab.name}")
+        return b"".join(out)

@@ -1,0 +1,145 @@
+"""The library's rank encoder (asm/encode_rank.asm, harness.rank; SPEC §11): ids equal
+to tiktoken's for cl100k_base and o200k_base (built offline from ../shared/vocabs) on
+corpus documents and adversarial chunks, to harness.dev.rank_twin with guard pages and
+the checked-call trampoline (checkasm), and to Hugging Face tokenizers on a
+tokenizer.json trained here."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.dev import checkasm
+from harness.pretokenizers import EXACT_PATTERNS
+
+VOCABS = Path(__file__).resolve().parents[1].parent / "shared" / "vocabs"
+PER_CORPUS = 1_500_000          # bytes of each corpus per vocabulary
+
+
+def test_renc_chunk_checkasm():
+    lines: list[str] = []
+    assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_chunk", out=lines.append), \
+        "\n".join(lines)
+
+
+def test_renc_text_checkasm():
+    lines: list[str] = []
+    assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_text", n_random=300,
+                               out=lines.append), "\n".join(lines)
+
+
+@pytest.fixture(scope="module", params=["cl100k_base", "o200k_base"])
+def loaded(request, tmp_path_factory):
+    """(harness RankEncoder, tiktoken Encoding) of one published vocabulary."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    from harness.rank import RankEncoder
+    from harness.vocab import KNOWN_ENCODINGS, from_tiktoken
+
+    gz = VOCABS / f"{request.param}.tiktoken.gz"
+    if not gz.is_file():
+        pytest.skip(f"{gz} not found (shared/ next to the repository)")
+    plain = tmp_path_factory.mktemp("vocab") / f"{request.param}.tiktoken"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    known = KNOWN_ENCODINGS[request.param]
+    enc = tiktoken.Encoding(request.param, pat_str=EXACT_PATTERNS[known.pretokenizer],
+                            mergeable_ranks=load_tiktoken_bpe(str(plain)),
+                            special_tokens=known.specials)
+    return RankEncoder(from_tiktoken(gz)), enc
+
+
+def _first_diff(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def test_ids_equal_tiktoken_on_corpus_documents(loaded, corpus_files, corpus_texts):
+    ours, enc = loaded
+    for path in corpus_files:
+        taken = 0
+        for doc in corpus_texts(path):
+            try:
+                data = doc.encode("utf-8")
+            except UnicodeEncodeError:
+                continue                        # not valid UTF-8: tiktoken cannot take it
+            got, want = ours.encode_ordinary(data).tolist(), enc.encode_ordinary(doc)
+            assert got == want, (path.name, _first_diff(got, want), doc[:80])
+            taken += len(data)
+            if taken >= PER_CORPUS:
+                break
+
+
+ADVERSARIAL = {
+    "1 MB of one letter": "a" * (1 << 20),
+    "1 MB of digits": "7" * (1 << 20),
+    "1 MB of spaces": " " * (1 << 20),
+    "256 KB of one emoji": "\U0001F600" * (1 << 16),
+    "long mixed words": "".join("Supercalifragilistic" + "ÉTÉ" * k + "xyz" * (k % 7)
+                                for k in range(2000)),
+    "129 and 128 letters": "b" * 129 + " " + "c" * 128,
+    "specials as ordinary text": "a<|endoftext|>b<|fim_prefix|>",
+}
+
+
+def _tiktoken_ids(enc, text: str, pretokenizer: str) -> list[int]:
+    """tiktoken's ids, its BPE given the chunks of harness.split (the same cut as its
+    pattern, tests/test_pretok_exact.py): tiktoken's own regex overflows its stack on
+    1 MB of spaces with o200k's pattern (`\\s+(?!\\S)`: a PanicException)."""
+    import harness
+    return [i for chunk in harness.split(text, pretokenizer=pretokenizer)
+            for i in enc._encode_single_piece(chunk)]
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_ids_equal_tiktoken_on_adversarial_chunks(loaded, name):
+    ours, enc = loaded
+    text = ADVERSARIAL[name]
+    got = ours.encode_ordinary(text).tolist()
+    want = _tiktoken_ids(enc, text, ours.vocab.pretokenizer)
+    assert got == want, (name, _first_diff(got, want))
+    if len(text) <= 1 << 16:
+        assert got == enc.encode_ordinary(text)
+    assert ours.decode_bytes(got) == text.encode("utf-8")
+
+
+def test_allowed_special_as_tiktoken(loaded):
+    ours, enc = loaded
+    text = "hi<|endoftext|> there<|endofprompt|>!"
+    assert ours.encode(text, allowed_special="all").tolist() == enc.encode(text, allowed_special="all")
+    assert ours.encode(text, allowed_special={"<|endoftext|>"}).tolist() == \
+        enc.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=())
+    assert ours.encode(text).tolist() == enc.encode_ordinary(text)
+    with pytest.raises(ValueError, match="not a special token"):
+        ours.encode(text, allowed_special={"<|nope|>"})
+
+
+def test_ids_equal_hf_tokenizers(tmp_path, corpus_files, corpus_texts):
+    """A tokenizer.json trained here with HF's own trainer (ByteLevel, GPT-2's regex):
+    the library's ids == tokenizers' on documents."""
+    tk = pytest.importorskip("tokenizers")
+    from harness.rank import RankEncoder
+    from harness.vocab import from_hf
+
+    docs = []
+    for path in corpus_files:
+        for doc in corpus_texts(path)[:60]:
+            try:
+                doc.encode("utf-8")
+            except UnicodeEncodeError:
+                continue
+            docs.append(doc)
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(vocab_size=700, show_progress=False,
+                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(docs, trainer)
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    ours = RankEncoder(from_hf(path))
+    for doc in docs[::3]:
+        got, want = ours.encode_ordinary(doc).tolist(), tok.encode(doc).ids
+        assert got == want, (_first_diff(got, want), doc[:80])
+    assert isinstance(ours.encode_ordinary("x"), np.ndarray)
