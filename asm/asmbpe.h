@@ -139,7 +139,8 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
  * token i is tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags:
  * ASMBPE_RENC_WHOLE (a chunk that is a token encodes as it: tiktoken, HF
  * ignore_merges).  NULL when out of memory or n_tokens is 0 or >= 2^32 - 1.
- * One call at a time per encoder (not yet threaded, no chunk cache). */
+ * Each thread index keeps a state (a 4 MB chunk cache, scratch) with the
+ * encoder, made on first use.  Calls on one encoder must not overlap. */
 typedef struct asmbpe_renc asmbpe_renc;
 enum { ASMBPE_RENC_WHOLE = 1 };
 asmbpe_renc *asmbpe_renc_new(const uint32_t *pairs, uint64_t n_pairs,
@@ -157,6 +158,15 @@ int64_t asmbpe_renc_chunk(asmbpe_renc *e, const uint8_t *chunk, size_t len,
  * ASMBPE_ENOMEM. */
 int64_t asmbpe_renc_text(asmbpe_renc *e, const uint8_t *text, size_t len,
                          uint64_t pretok, uint32_t *out, size_t cap);
+/* documents text[doc_ends[i-1], doc_ends[i]) (the first from 0; text padded)
+ * on `threads` threads; counts[i] = document i's ids, and out (room for
+ * doc_ends[n_docs-1] ids) holds them all in document order.  Returns the ids
+ * in all, or ASMBPE_EINVAL (threads 0 or > ASMBPE_MAX_THREADS, unknown pretok),
+ * ASMBPE_ENOMEM, ASMBPE_ETHREAD. */
+int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,
+                           const uint64_t *doc_ends, uint64_t n_docs,
+                           uint64_t threads, uint64_t pretok, uint32_t *out,
+                           uint64_t *counts);
 
 /* ---- encoding (SPEC §6) ----------------------------------------------------- */
 

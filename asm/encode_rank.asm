@@ -11,28 +11,39 @@
 ; for HF each merge, priority = its number.
 ;
 ;   asmbpe_renc_new / _free   the pair hash, the whole-token hash, the bytes
-;   asmbpe_renc_chunk         one chunk -> ids (rk_chunk)
-;   asmbpe_renc_text          a padded text: split, then each chunk
+;   asmbpe_renc_chunk         one chunk -> ids (rk_chunk), thread state 0
+;   asmbpe_renc_text          a padded text: split, then each chunk (state 0)
+;   asmbpe_renc_encode        documents on threads (rk_worker), ids moved
+;                             into document order at the end
 ;
-; Chunks of up to RK_SHORT bytes: arrays id / prio / result, a scan for the
-; lowest priority per merge (tiktoken's way, fast when short); longer ones:
-; a min-heap of (priority << 32 | position) over a linked list, stale entries
+; Each thread index has a state (rts, mapped on first use, kept with the
+; encoder): a chunk cache (RC_ENTRIES direct-mapped entries of 64 bytes:
+; chunks of 2..RC_MAX_LEN bytes with at most RC_MAX_TOK ids, keyed by their
+; zero-padded bytes and length), rk_chunk's scratch and the split's ends.
+; A chunk not in the cache: the whole-token hash (RF_WHOLE), then merging:
+; up to RK_SHORT bytes arrays id / prio / result and a scan for the lowest
+; priority per merge (tiktoken's way, fast when short); longer ones a
+; min-heap of (priority << 32 | position) over a linked list, stale entries
 ; skipped when popped, O(n log n): a 1 MB run of one letter stays fast.
 ;
-; Not yet: threads, a chunk cache, the asmbpe_encode integration (the
-; merge-table encoder of SPEC §6 stays the path for asmbpe's own
-; vocabularies).  One call at a time per encoder (its scratch is shared).
+; Not yet: the asmbpe_encode integration (the merge-table encoder of SPEC
+; §6 stays the path for asmbpe's own vocabularies).  Calls on one encoder
+; must not overlap (the thread states are the encoder's).
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
 %include "sys.inc"
 
 extern asmbpe_split_offsets
+extern mask_tab
 
 %define NO_PRIO     0xFFFFFFFF      ; no pair / empty
 %define RK_SHORT    128             ; chunks up to this: the scan
 %define RK_GOLD     0x9E3779B97F4A7C15
 %define RK_SPLITS   4096            ; chunk ends per asmbpe_split_offsets call
 %define RF_WHOLE    1               ; flags: a chunk that is a token is it
+%define RC_ENTRIES  65536           ; chunk cache entries per thread
+%define RC_MAX_LEN  32              ; chunks cached: 2..RC_MAX_LEN bytes
+%define RC_MAX_TOK  7               ; ... of at most this many ids
 
 ; the encoder object
 struc renc
@@ -50,14 +61,46 @@ struc renc
     .tbytes:    resq 1              ; bytes mapped for both
     .ntok:      resq 1
     .flags:     resq 1
+    .byteid:    resd 256            ; the id of each byte
+    .ts:        resq MAX_THREADS    ; each thread index's state, or 0
+endstruc
+
+; a thread index's state (its own mapping, rounded up to pages)
+struc rts
+    .enc:       resq 1              ; the encoder
+    .cache:     resq 1              ; RC_ENTRIES rcent, or 0 (mapped on use)
     .scratch:   resq 1              ; rk_chunk's arrays, or 0
     .scrbytes:  resq 1              ; bytes mapped for them
     .lnext:     resq 1              ; long path: next[], prev[], prio[],
     .lprev:     resq 1              ; result[] (in the scratch)
     .lprio:     resq 1
     .lres:      resq 1
-    .ends:      resq RK_SPLITS      ; asmbpe_renc_text's chunk ends
-    .byteid:    resd 256            ; the id of each byte
+    .ends:      resq RK_SPLITS      ; a document's chunk ends
+endstruc
+
+; a chunk cache entry: the chunk's bytes zero-padded, its length, its ids
+struc rcent
+    .key:       resb RC_MAX_LEN
+    .len:       resb 1              ; 0: empty
+    .ntok:      resb 1
+                resb 2
+    .ids:       resd RC_MAX_TOK
+endstruc
+%if rcent_size != 64
+    %error "rcent: not 64 bytes"
+%endif
+
+; the job of one asmbpe_renc_encode call (on its stack)
+struc rjob
+    .enc:       resq 1
+    .text:      resq 1
+    .ends:      resq 1              ; doc_ends
+    .ndocs:     resq 1
+    .pretok:    resq 1
+    .out:       resq 1
+    .counts:    resq 1
+    .next:      resq 1              ; documents claimed (atomic)
+    .status:    resq 1              ; 0, or ASMBPE_ENOMEM from a thread
 endstruc
 
 section .text
@@ -315,13 +358,34 @@ FUNC asmbpe_renc_free, 1, 10, 0, e
     RET
 ENDFUNC
 
-; asmbpe_renc_free_impl: rdi = the encoder or 0.  Clobbers the caller-saved
-; registers; keeps rbx, rbp, r12-r15.
+; asmbpe_renc_free_impl: rdi = the encoder or 0: its tables, its thread
+; states (cache, scratch) and itself unmapped.  Keeps rbx, rbp, r12-r15;
+; clobbers the other registers.
 asmbpe_renc_free_impl:
     test        rdi, rdi
     jz          .ret
     push        rbx
+    push        r12
+    push        r13
     mov         rbx, rdi
+    xor         r12d, r12d
+.states:
+    mov         r13, [rbx + renc.ts + r12 * 8]
+    test        r13, r13
+    jz          .next_state
+    mov         rdi, [r13 + rts.cache]
+    mov         esi, RC_ENTRIES * rcent_size
+    call        .unmap
+    mov         rdi, [r13 + rts.scratch]
+    mov         rsi, [r13 + rts.scrbytes]
+    call        .unmap
+    mov         rdi, r13
+    mov         esi, (rts_size + 4095) & ~4095
+    call        .unmap
+.next_state:
+    inc         r12
+    cmp         r12, MAX_THREADS
+    jb          .states
     mov         rdi, [rbx + renc.slots]
     mov         rsi, [rbx + renc.sbytes]
     call        .unmap
@@ -331,12 +395,11 @@ asmbpe_renc_free_impl:
     mov         rdi, [rbx + renc.tokoff]
     mov         rsi, [rbx + renc.tbytes]
     call        .unmap
-    mov         rdi, [rbx + renc.scratch]
-    mov         rsi, [rbx + renc.scrbytes]
-    call        .unmap
     mov         rdi, rbx
     mov         esi, (renc_size + 4095) & ~4095
     call        .unmap
+    pop         r13
+    pop         r12
     pop         rbx
 .ret:
     ret
@@ -346,21 +409,81 @@ asmbpe_renc_free_impl:
     jmp         asmbpe_unmap
 
 ;-----------------------------------------------------------------------------
+; rk_state: rdi = the encoder, rsi = a thread index.  Out: rax = its state
+; (made on first use, its cache mapped), 0 when out of memory.  Keeps rbx,
+; rbp, r12-r15; clobbers the other registers.
+;-----------------------------------------------------------------------------
+rk_state:
+    mov         rax, [rdi + renc.ts + rsi * 8]
+    test        rax, rax
+    jnz         .ret
+    push        rbx
+    push        r12
+    push        r13
+    mov         rbx, rdi
+    mov         r12, rsi
+    mov         edi, (rts_size + 4095) & ~4095
+    call        asmbpe_map
+    test        rax, rax
+    jz          .out
+    mov         r13, rax
+    mov         [r13 + rts.enc], rbx
+    mov         edi, RC_ENTRIES * rcent_size    ; zeroed: every entry empty
+    call        asmbpe_map
+    test        rax, rax
+    jz          .no_cache
+    mov         [r13 + rts.cache], rax
+    mov         [rbx + renc.ts + r12 * 8], r13
+    mov         rax, r13
+.out:
+    pop         r13
+    pop         r12
+    pop         rbx
+.ret:
+    ret
+.no_cache:
+    mov         rdi, r13
+    mov         esi, (rts_size + 4095) & ~4095
+    call        asmbpe_unmap
+    xor         eax, eax
+    jmp         .out
+
+;-----------------------------------------------------------------------------
 ; int64_t asmbpe_renc_chunk(asmbpe_renc *e, const uint8_t *chunk, size_t len,
 ;                           uint32_t *out)
 ; The ids of one chunk (len >= 1 bytes, PAD readable after it) into out (room
-; for len ids).  Returns the ids written, or ASMBPE_ENOMEM.
+; for len ids), with thread state 0.  Returns the ids written, or
+; ASMBPE_ENOMEM.
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_renc_chunk, 4, 15, 0, e, chunk, len, out
-    mov         rbx, eq
+FUNC asmbpe_renc_chunk, 4, 15, 1, e, chunk, len, out
+    mov         r12, chunkq
+    mov         r13, lenq
+    mov         r14, outq
+    xor         esi, esi
+    call        rk_state
+    test        rax, rax
+    jz          .nomem
+    mov         rbx, rax
+    mov         rsi, r12
+    mov         rdx, r13
+    mov         rcx, r14
     call        rk_chunk
+    RET
+.nomem:
+    mov         rax, ASMBPE_ENOMEM
     RET
 ENDFUNC
 
 ;-----------------------------------------------------------------------------
-; rk_chunk: rbx = the encoder, rsi = the chunk (PAD readable after it), rdx =
-; its length (>= 1), rcx = out.  Out: rax = ids written, or ASMBPE_ENOMEM.
-; Keeps rbx, rbp, r12-r15; clobbers the other registers.
+; rk_chunk: rbx = a thread state, rsi = the chunk (PAD readable after it),
+; rdx = its length (>= 1), rcx = out (room for rdx ids; nothing written past
+; the ids).  Out: rax = ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
+; r12-r15; clobbers the other registers and ymm0-ymm3.
+;
+; Chunks of 2..RC_MAX_LEN bytes look in the cache first: the bytes loaded
+; zero-padded (mask_tab), hashed (crc32c of the two halves xor'ed, seeded
+; with the length), one entry compared (32 bytes and the length).  A miss
+; encodes and fills that entry when the ids fit.
 ;-----------------------------------------------------------------------------
 %define rk_p        r12     ; the chunk
 %define rk_n        r13     ; its length
@@ -376,49 +499,122 @@ rk_chunk:
     mov         rk_p, rsi
     mov         rk_n, rdx
     mov         rk_out, rcx
+    mov         rdi, [rbx + rts.enc]
     cmp         rk_n, 1
     ja          .multi
     movzx       eax, byte [rk_p]
-    mov         eax, [rbx + renc.byteid + rax * 4]
+    mov         eax, [rdi + renc.byteid + rax * 4]
     mov         [rk_out], eax
     mov         eax, 1
     jmp         .ret
 
 .multi:
-    test        qword [rbx + renc.flags], RF_WHOLE
+    cmp         rk_n, RC_MAX_LEN
+    ja          .uncached
+    lea         rax, [mask_tab + 64]
+    sub         rax, rk_n
+    vmovdqu     ymm1, [rax]                     ; first n bytes 0xFF
+    vpand       ymm0, ymm1, [rk_p]              ; the key
+    vextracti128 xmm2, ymm0, 1
+    vpxor       xmm2, xmm2, xmm0
+    vmovq       rax, xmm2
+    mov         rcx, rk_n
+    crc32       rcx, rax
+    vpextrq     rax, xmm2, 1
+    crc32       rcx, rax
+    and         ecx, RC_ENTRIES - 1
+    shl         rcx, 6
+    add         rcx, [rbx + rts.cache]          ; its entry
+    vpcmpeqb    ymm2, ymm0, [rcx + rcent.key]
+    vpmovmskb   eax, ymm2
+    cmp         eax, -1
+    jne         .cache_miss
+    cmp         [rcx + rcent.len], r13b
+    jne         .cache_miss
+    movzx       eax, byte [rcx + rcent.ntok]    ; a hit: its ids
+    lea         rdx, [rax * 4]
+    lea         rsi, [mask_tab + 64]
+    sub         rsi, rdx
+    vmovdqu     ymm1, [rsi]                     ; first ntok dwords
+    vpmaskmovd  ymm2, ymm1, [rcx + rcent.ids]   ; (no read past the entry)
+    vpmaskmovd  [rk_out], ymm1, ymm2
+    jmp         .ret
+.cache_miss:
+    push        rcx                             ; the entry
+    sub         rsp, 8
+    call        .encode                         ; rax = ids (or ENOMEM)
+    add         rsp, 8
+    pop         rcx
+    test        rax, rax
+    js          .ret
+    cmp         rax, RC_MAX_TOK
+    ja          .ret
+    lea         rdx, [mask_tab + 64]            ; fill the entry: the key
+    sub         rdx, rk_n                       ; again (ymm0 is gone)
+    vmovdqu     ymm1, [rdx]
+    vpand       ymm0, ymm1, [rk_p]
+    vmovdqu     [rcx + rcent.key], ymm0
+    mov         [rcx + rcent.len], r13b
+    mov         [rcx + rcent.ntok], al
+    lea         rdx, [rax * 4]
+    lea         rsi, [mask_tab + 64]
+    sub         rsi, rdx
+    vmovdqu     ymm1, [rsi]
+    vpmaskmovd  ymm2, ymm1, [rk_out]            ; (no read past the ids)
+    vpmaskmovd  [rcx + rcent.ids], ymm1, ymm2
+    jmp         .ret
+.uncached:
+    call        .encode
+.ret:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+
+; .encode: the chunk's ids into out, rax = their count or ASMBPE_ENOMEM
+; (a local routine: rdi = the encoder on entry; the named registers as above)
+.encode:
+    mov         rdi, [rbx + rts.enc]
+    test        qword [rdi + renc.flags], RF_WHOLE
     jz          .merge
     CRC_BYTES   rk_p, rk_n, rax                 ; a token?
-    mov         rdi, [rbx + renc.wslots]
-    mov         r9, [rbx + renc.wmask]
+    mov         rdi, [rbx + rts.enc]
+    mov         r9, [rdi + renc.wmask]
     mov         r8d, eax
     and         r8, r9
+    mov         rdx, [rdi + renc.wslots]
 .wprobe:
-    mov         r10d, [rdi + r8 * 8]            ; id
+    mov         r10d, [rdx + r8 * 8]            ; id
     cmp         r10d, NO_PRIO
     je          .merge                          ; not a token
-    cmp         eax, [rdi + r8 * 8 + 4]
+    cmp         eax, [rdx + r8 * 8 + 4]
     jne         .wnext
-    mov         rsi, [rbx + renc.tokoff]
-    mov         rdx, [rsi + r10 * 8]
+    mov         rsi, [rdi + renc.tokoff]
+    mov         r11, [rsi + r10 * 8]
     mov         rcx, [rsi + r10 * 8 + 8]
-    sub         rcx, rdx
+    sub         rcx, r11
     cmp         rcx, rk_n
     jne         .wnext
-    add         rdx, [rbx + renc.tokbytes]      ; compare its bytes, 8 at a
+    add         r11, [rdi + renc.tokbytes]      ; compare its bytes, 8 at a
     xor         ecx, ecx                        ; time (both have padding
 .wcmp:                                          ; after them)
-    mov         rsi, [rdx + rcx]
+    mov         rsi, [r11 + rcx]
     xor         rsi, [rk_p + rcx]
-    mov         r11, rk_n
-    sub         r11, rcx
-    cmp         r11, 8
+    push        rax
+    mov         rax, rk_n
+    sub         rax, rcx
+    cmp         rax, 8
     jae         .wfull
-    shl         r11d, 3
-    bzhi        rsi, rsi, r11
+    shl         eax, 3
+    bzhi        rsi, rsi, rax
+    pop         rax
     test        rsi, rsi
     jnz         .wnext
     jmp         .whole
 .wfull:
+    pop         rax
     test        rsi, rsi
     jnz         .wnext
     add         rcx, 8
@@ -427,7 +623,7 @@ rk_chunk:
 .whole:
     mov         [rk_out], r10d
     mov         eax, 1
-    jmp         .ret
+    ret
 .wnext:
     inc         r8
     and         r8, r9
@@ -445,16 +641,16 @@ rk_chunk:
     mov         ecx, 4096                       ; (the short path: 12 RK_SHORT)
     cmp         rax, rcx
     cmovb       rax, rcx
-    cmp         rax, [rbx + renc.scrbytes]
+    cmp         rax, [rbx + rts.scrbytes]
     jbe         .scratch_ok
     push        rax
-    mov         rdi, [rbx + renc.scratch]
-    mov         rsi, [rbx + renc.scrbytes]
+    mov         rdi, [rbx + rts.scratch]
+    mov         rsi, [rbx + rts.scrbytes]
     test        rdi, rdi
     jz          .no_old
     call        asmbpe_unmap
-    mov         qword [rbx + renc.scratch], 0
-    mov         qword [rbx + renc.scrbytes], 0
+    mov         qword [rbx + rts.scratch], 0
+    mov         qword [rbx + rts.scrbytes], 0
 .no_old:
     pop         rdi
     add         rdi, 4095
@@ -464,17 +660,18 @@ rk_chunk:
     pop         rdi
     test        rax, rax
     jz          .nomem
-    mov         [rbx + renc.scratch], rax
-    mov         [rbx + renc.scrbytes], rdi
+    mov         [rbx + rts.scratch], rax
+    mov         [rbx + rts.scrbytes], rdi
 .scratch_ok:
-    mov         rk_s, [rbx + renc.scratch]
-    mov         r8, [rbx + renc.slots]
-    mov         r9, [rbx + renc.smask]
-    mov         r10, [rbx + renc.shift]
+    mov         rk_s, [rbx + rts.scratch]
+    mov         rdi, [rbx + rts.enc]
+    mov         r8, [rdi + renc.slots]
+    mov         r9, [rdi + renc.smask]
+    mov         r10, [rdi + renc.shift]
     xor         ecx, ecx
 .ids:                                           ; id[i] = the byte's id
     movzx       eax, byte [rk_p + rcx]
-    mov         eax, [rbx + renc.byteid + rax * 4]
+    mov         eax, [rdi + renc.byteid + rax * 4]
     mov         [rk_s + rcx * 4], eax
     inc         rcx
     cmp         rcx, rk_n
@@ -557,7 +754,7 @@ rk_chunk:
     cmp         rcx, rk_m
     jb          .scopy
     mov         rax, rk_m
-    jmp         .ret
+    ret
 
     ;-------------------------------------------------------------------------
     ; long: id[] at rk_s, then next[] (u32; n: the end), prev[] (u32; ~0:
@@ -566,25 +763,25 @@ rk_chunk:
     ;-------------------------------------------------------------------------
 .long:
     lea         rax, [rk_s + rk_n * 4]
-    mov         [rbx + renc.lnext], rax
+    mov         [rbx + rts.lnext], rax
     lea         rax, [rax + rk_n * 4]
-    mov         [rbx + renc.lprev], rax
+    mov         [rbx + rts.lprev], rax
     lea         rax, [rax + rk_n * 4]
-    mov         [rbx + renc.lprio], rax
+    mov         [rbx + rts.lprio], rax
     lea         rax, [rax + rk_n * 4]
-    mov         [rbx + renc.lres], rax
+    mov         [rbx + rts.lres], rax
     lea         r12, [rax + rk_n * 4 + 7]
     and         r12, ~7                         ; the heap
     xor         r15d, r15d
     xor         ecx, ecx
 .linit:
-    mov         rdx, [rbx + renc.lnext]
+    mov         rdx, [rbx + rts.lnext]
     lea         eax, [ecx + 1]
     mov         [rdx + rcx * 4], eax
-    mov         rdx, [rbx + renc.lprev]
+    mov         rdx, [rbx + rts.lprev]
     lea         eax, [ecx - 1]
     mov         [rdx + rcx * 4], eax
-    mov         rdx, [rbx + renc.lprio]
+    mov         rdx, [rbx + rts.lprio]
     mov         dword [rdx + rcx * 4], NO_PRIO
     inc         rcx
     cmp         rcx, rk_n
@@ -602,29 +799,29 @@ rk_chunk:
     mov         rdx, rax
     shr         rdx, 32                         ; its priority
     mov         esi, eax                        ; i
-    mov         rcx, [rbx + renc.lprio]
+    mov         rcx, [rbx + rts.lprio]
     cmp         edx, [rcx + rsi * 4]
     jne         .lpop                           ; stale
-    mov         rcx, [rbx + renc.lres]          ; merge (i, j = next[i])
+    mov         rcx, [rbx + rts.lres]          ; merge (i, j = next[i])
     mov         eax, [rcx + rsi * 4]
     mov         [rk_s + rsi * 4], eax           ; id[i] = the result
-    mov         rcx, [rbx + renc.lnext]
+    mov         rcx, [rbx + rts.lnext]
     mov         edi, [rcx + rsi * 4]            ; j
     mov         eax, [rcx + rdi * 4]            ; k = next[j]
     mov         [rcx + rsi * 4], eax            ; next[i] = k
-    mov         rcx, [rbx + renc.lprio]
+    mov         rcx, [rbx + rts.lprio]
     mov         dword [rcx + rdi * 4], NO_PRIO  ; j is gone
     mov         dword [rcx + rsi * 4], NO_PRIO
     cmp         rax, rk_n
     jae         .lleft
-    mov         rcx, [rbx + renc.lprev]
+    mov         rcx, [rbx + rts.lprev]
     mov         [rcx + rax * 4], esi            ; prev[k] = i
     mov         rdi, rsi
     push        rsi
     call        lk_pair                         ; (i, k)
     pop         rsi
 .lleft:
-    mov         rcx, [rbx + renc.lprev]
+    mov         rcx, [rbx + rts.lprev]
     mov         edi, [rcx + rsi * 4]            ; h = prev[i]
     cmp         edi, NO_PRIO
     je          .lpop
@@ -633,7 +830,7 @@ rk_chunk:
 .ldone:
     xor         ecx, ecx                        ; the list from 0 (never
     xor         eax, eax                        ; merged away: only right
-    mov         rdx, [rbx + renc.lnext]         ; ones are)
+    mov         rdx, [rbx + rts.lnext]         ; ones are)
 .lcopy:
     mov         r8d, [rk_s + rcx * 4]
     mov         [rk_out + rax * 4], r8d
@@ -641,16 +838,10 @@ rk_chunk:
     mov         ecx, [rdx + rcx * 4]
     cmp         rcx, rk_n
     jb          .lcopy
-    jmp         .ret
+    ret
 
 .nomem:
     mov         rax, ASMBPE_ENOMEM
-.ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbp
     ret
 
 ; lk_pair (long path): rdi = i, alive, next[i] < n: prio[i] and result[i]
@@ -658,18 +849,18 @@ rk_chunk:
 ; is one.  rbp = the scratch (id[]), rbx = the encoder, r8-r10 its pair
 ; table.  Keeps rdi; clobbers rax, rcx, rdx, rsi, r11.
 lk_pair:
-    mov         rcx, [rbx + renc.lnext]
+    mov         rcx, [rbx + rts.lnext]
     mov         esi, [rcx + rdi * 4]
     mov         ecx, [rk_s + rdi * 4]
     shl         rcx, 32
     mov         eax, [rk_s + rsi * 4]
     or          rcx, rax                        ; the key
     RPROBE
-    mov         rcx, [rbx + renc.lprio]
+    mov         rcx, [rbx + rts.lprio]
     mov         [rcx + rdi * 4], eax
     cmp         eax, NO_PRIO
     je          .none
-    mov         rcx, [rbx + renc.lres]
+    mov         rcx, [rbx + rts.lres]
     mov         [rcx + rdi * 4], edx
     shl         rax, 32
     or          rax, rdi                        ; the entry
@@ -732,19 +923,57 @@ lk_pop:
 ; int64_t asmbpe_renc_text(asmbpe_renc *e, const uint8_t *text, size_t len,
 ;                          uint64_t pretok, uint32_t *out, size_t cap)
 ; The ids of a padded text (PAD readable around it): split by pre-tokenizer
-; pretok, each chunk encoded.  cap >= len (ids never outnumber bytes).
-; Returns the ids written, or ASMBPE_EINVAL (cap < len, unknown pretok),
-; ASMBPE_ENOMEM.
+; pretok, each chunk encoded, with thread state 0.  cap >= len (ids never
+; outnumber bytes).  Returns the ids written, or ASMBPE_EINVAL (cap < len,
+; unknown pretok), ASMBPE_ENOMEM.
 ;-----------------------------------------------------------------------------
-FUNC asmbpe_renc_text, 6, 15, 0, e, text, len, pretok, out, cap
+FUNC asmbpe_renc_text, 6, 15, 1, e, text, len, pretok, out, cap
     mov         rax, ASMBPE_EINVAL
     cmp         capq, lenq
     jb          .ret
-    mov         rbx, eq
+    cmp         pretokq, PRETOK_MIN
+    jb          .ret
+    cmp         pretokq, PRETOK_MAX
+    ja          .ret
     push        textq
     push        lenq
     push        pretokq
-    push        outq                            ; [rsp]: out, advanced
+    push        outq
+    xor         esi, esi
+    call        rk_state
+    test        rax, rax
+    jz          .nomem
+    mov         rbx, rax
+    mov         rdi, [rsp + 24]
+    mov         rsi, [rsp + 16]
+    mov         rdx, [rsp + 8]
+    mov         rcx, [rsp]
+    call        rk_doc
+    add         rsp, 32
+.ret:
+    RET
+.nomem:
+    add         rsp, 32
+    mov         rax, ASMBPE_ENOMEM
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; rk_doc: rbx = a thread state, rdi = a padded text, rsi = its length, rdx =
+; the pre-tokenizer (valid), rcx = out (room for rsi ids).  Out: rax = the
+; ids written, or a negative status.  Keeps rbx, rbp, r12-r15; clobbers
+; the other registers and ymm0-ymm3.
+;-----------------------------------------------------------------------------
+rk_doc:
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    push        rdi                             ; [rsp + 24]: text
+    push        rsi                             ; [rsp + 16]: len
+    push        rdx                             ; [rsp + 8]: pretok
+    push        rcx                             ; [rsp]: out
     xor         r12d, r12d                      ; pos
     xor         r13d, r13d                      ; ids written
 .split:
@@ -753,19 +982,19 @@ FUNC asmbpe_renc_text, 6, 15, 0, e, text, len, pretok, out, cap
     mov         rdi, [rsp + 24]
     mov         rsi, [rsp + 16]
     mov         rdx, r12
-    lea         rcx, [rbx + renc.ends]
+    lea         rcx, [rbx + rts.ends]
     mov         r8d, RK_SPLITS
     mov         r9, [rsp + 8]
     call        asmbpe_split_offsets
     test        rax, rax
-    js          .fail
+    js          .out
     jz          .done
     mov         r14, rax                        ; ends got
     xor         r15d, r15d
 .chunk:
     mov         rsi, [rsp + 24]
     add         rsi, r12                        ; the chunk
-    mov         rdx, [rbx + renc.ends + r15 * 8]
+    mov         rdx, [rbx + rts.ends + r15 * 8]
     push        rdx
     sub         rdx, r12                        ; its length
     mov         rcx, [rsp + 8]
@@ -773,7 +1002,7 @@ FUNC asmbpe_renc_text, 6, 15, 0, e, text, len, pretok, out, cap
     call        rk_chunk
     pop         r12                             ; pos = its end
     test        rax, rax
-    js          .fail
+    js          .out
     add         r13, rax
     inc         r15
     cmp         r15, r14
@@ -781,8 +1010,153 @@ FUNC asmbpe_renc_text, 6, 15, 0, e, text, len, pretok, out, cap
     jmp         .split
 .done:
     mov         rax, r13
-.fail:
+.out:
     add         rsp, 32
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,
+;                            const uint64_t *doc_ends, uint64_t n_docs,
+;                            uint64_t threads, uint64_t pretok,
+;                            uint32_t *out, uint64_t *counts)
+; Documents text[doc_ends[i-1], doc_ends[i]) (the first from 0; text padded)
+; on `threads` threads, each claiming the next document; document i's ids
+; are written from out[doc_ends[i-1]] (its own room: ids never outnumber
+; bytes), counts[i] = their number; then thread 0 moves them down into one
+; run, in document order, from out[0].  out: room for doc_ends[n-1] ids.
+; Returns the ids in all, or ASMBPE_EINVAL (threads 0 or > MAX_THREADS,
+; unknown pretok), ASMBPE_ENOMEM, ASMBPE_ETHREAD.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_renc_encode, 8, 15, 1, e, text, ends, ndocs, threads, pretok, out, counts
+    STACK_ALLOC rjob_size + 8
+    mov         [rsp + rjob.enc], eq
+    mov         [rsp + rjob.text], textq
+    mov         [rsp + rjob.ends], endsq
+    mov         [rsp + rjob.ndocs], ndocsq
+    mov         [rsp + rjob.pretok], pretokq
+    mov         rax, outm
+    mov         [rsp + rjob.out], rax
+    mov         rax, countsm
+    mov         [rsp + rjob.counts], rax
+    mov         qword [rsp + rjob.next], 0
+    mov         qword [rsp + rjob.status], 0
+    mov         rax, ASMBPE_EINVAL
+    cmp         pretokq, PRETOK_MIN
+    jb          .ret
+    cmp         pretokq, PRETOK_MAX
+    ja          .ret
+    test        threadsq, threadsq
+    jz          .ret
+    cmp         threadsq, MAX_THREADS
+    ja          .ret
+    cmp         threadsq, ndocsq                ; no more threads than
+    cmova       threadsq, ndocsq                ; documents
+    xor         eax, eax
+    test        threadsq, threadsq
+    jz          .ret
+    mov         r12, threadsq
+    xor         r13d, r13d                      ; each thread's state, made
+.states:                                        ; here (mapping is not
+    mov         rdi, [rsp + rjob.enc]           ; thread-safe to share)
+    mov         rsi, r13
+    call        rk_state
+    test        rax, rax
+    jz          .nomem
+    inc         r13
+    cmp         r13, r12
+    jb          .states
+    lea         rdi, [rk_worker]
+    mov         rsi, rsp
+    mov         rdx, r12
+    call        asmbpe_parallel
+    test        rax, rax
+    jnz         .ret
+    mov         rax, [rsp + rjob.status]
+    test        rax, rax
+    jnz         .ret
+    mov         rsi, [rsp + rjob.ends]          ; into document order
+    mov         rdi, [rsp + rjob.out]
+    mov         r8, [rsp + rjob.counts]
+    xor         ecx, ecx                        ; document
+    xor         edx, edx                        ; ids so far
+    xor         r9d, r9d                        ; its start
+.gather:
+    cmp         rcx, [rsp + rjob.ndocs]
+    jae         .gathered
+    mov         r10, [r8 + rcx * 8]             ; its ids
+    xor         r11d, r11d
+.move:
+    cmp         r11, r10
+    jae         .moved
+    lea         rax, [r9 + r11]
+    mov         eax, [rdi + rax * 4]
+    lea         rbx, [rdx + r11]
+    mov         [rdi + rbx * 4], eax
+    inc         r11
+    jmp         .move
+.moved:
+    add         rdx, r10
+    mov         r9, [rsi + rcx * 8]
+    inc         rcx
+    jmp         .gather
+.gathered:
+    mov         rax, rdx
 .ret:
+    STACK_FREE  rjob_size + 8
     RET
+.nomem:
+    mov         rax, ASMBPE_ENOMEM
+    jmp         .ret
 ENDFUNC
+
+;-----------------------------------------------------------------------------
+; rk_worker(rjob *job, uint64_t tid): claims documents one at a time and
+; encodes each into its room.  System V; keeps rbx, rbp, r12-r15.
+;-----------------------------------------------------------------------------
+rk_worker:
+    push        rbx
+    push        r12
+    push        r13
+    mov         r12, rdi                        ; the job
+    mov         rdi, [r12 + rjob.enc]
+    mov         rbx, [rdi + renc.ts + rsi * 8]  ; this thread's state
+.claim:
+    mov         eax, 1
+    lock xadd   [r12 + rjob.next], rax
+    cmp         rax, [r12 + rjob.ndocs]
+    jae         .done
+    mov         r13, rax                        ; document d
+    mov         rcx, [r12 + rjob.ends]
+    xor         edx, edx
+    test        r13, r13
+    jz          .first
+    mov         rdx, [rcx + r13 * 8 - 8]        ; its start
+.first:
+    mov         rsi, [rcx + r13 * 8]
+    sub         rsi, rdx                        ; its length
+    mov         rdi, [r12 + rjob.text]
+    add         rdi, rdx
+    mov         rcx, [r12 + rjob.out]
+    lea         rcx, [rcx + rdx * 4]            ; its room
+    mov         rdx, [r12 + rjob.pretok]
+    call        rk_doc
+    test        rax, rax
+    js          .failed
+    mov         rcx, [r12 + rjob.counts]
+    mov         [rcx + r13 * 8], rax
+    jmp         .claim
+.failed:
+    mov         [r12 + rjob.status], rax
+    mov         rax, [r12 + rjob.ndocs]         ; the others stop claiming
+    mov         [r12 + rjob.next], rax
+.done:
+    vzeroupper
+    pop         r13
+    pop         r12
+    pop         rbx
+    ret

@@ -5,6 +5,7 @@
     enc = RankEncoder(harness.vocab.from_tiktoken("cl100k_base.tiktoken.gz"))
     enc.encode_ordinary(b"hello world")        -> np.ndarray[uint32]
     enc.encode("a<|endoftext|>", allowed_special="all")
+    enc.encode_batch(docs, threads=4)           -> [np.ndarray[uint32], ...]
     enc.decode_bytes(ids)                       -> bytes
 
 The encoder object holds the pair table (harness.vocab.pair_table: every pair that may
@@ -13,9 +14,10 @@ token is that token) and the token bytes. The library splits the text with the
 vocabulary's pre-tokenizer and encodes chunk by chunk: the lowest-priority adjacent pair
 merges first, leftmost first (a scan for chunks up to 128 bytes, a heap beyond).
 
-What is not there yet (issue 22): threads, a chunk cache, the `Tokenizer` class and the
-CLI's `-t` for loaded vocabularies, tokenizer.bin and `.tok` version 2. One call at a
-time per encoder (a lock serialises threads).
+`encode_batch(docs, threads)` encodes documents on the library's threads (each keeps a
+chunk cache with the encoder). What is not there yet (issue 22): the `Tokenizer` class
+and the CLI's `-t` for loaded vocabularies, tokenizer.bin and `.tok` version 2. One call
+at a time per encoder (a lock serialises Python threads).
 """
 from __future__ import annotations
 
@@ -78,6 +80,32 @@ class RankEncoder:
             raise RuntimeError(f"asmbpe_renc_text failed with status {got}")
         out.resize(got, refcheck=False)
         return out
+
+    def encode_batch(self, docs, threads: int | None = None) -> list[np.ndarray]:
+        """The ids (uint32) of each document (bytes-like or str), special-token text
+        being ordinary text, on `threads` threads (default: the CPUs this process may
+        use): each thread claims the next document."""
+        import os
+        datas = [d.encode("utf-8", "surrogatepass") if isinstance(d, str) else bytes(d) for d in docs]
+        if not datas:
+            return []
+        if threads is None:
+            threads = len(os.sched_getaffinity(0))
+        buf = Padded(b"".join(datas))
+        ends = np.cumsum([len(d) for d in datas], dtype=np.uint64)
+        out = np.empty(max(buf.size, 1), dtype=np.uint32)
+        counts = np.zeros(len(datas), dtype=np.uint64)
+        with self._lock:
+            got = lib().asmbpe_renc_encode(self._handle, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                                           len(datas), min(threads, 256), self._pretok,
+                                           ffi.from_buffer("uint32_t[]", out),
+                                           ffi.from_buffer("uint64_t[]", counts))
+        if got < 0:
+            if got == -2:
+                raise MemoryError("asmbpe_renc_encode: out of memory")
+            raise RuntimeError(f"asmbpe_renc_encode failed with status {got}")
+        bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return [out[bounds[i]:bounds[i + 1]].copy() for i in range(len(datas))]
 
     def encode(self, text, allowed_special=()) -> np.ndarray:
         """As tiktoken's encode, except that special-token text not allowed is ordinary

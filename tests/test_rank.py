@@ -30,6 +30,12 @@ def test_renc_text_checkasm():
                                out=lines.append), "\n".join(lines)
 
 
+def test_renc_encode_checkasm():
+    lines: list[str] = []
+    assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_encode", out=lines.append), \
+        "\n".join(lines)
+
+
 @pytest.fixture(scope="module", params=["cl100k_base", "o200k_base"])
 def loaded(request, tmp_path_factory):
     """(harness RankEncoder, tiktoken Encoding) of one published vocabulary."""
@@ -69,6 +75,16 @@ def test_ids_equal_tiktoken_on_corpus_documents(loaded, corpus_files, corpus_tex
             taken += len(data)
             if taken >= PER_CORPUS:
                 break
+
+
+def test_threads_give_the_same_ids(loaded, corpus_files, corpus_texts):
+    """encode_batch on 1, 2, 3 and 8 threads == encode_ordinary per document."""
+    ours, _ = loaded
+    docs = [d for path in corpus_files for d in corpus_texts(path)[:150]]
+    want = [ours.encode_ordinary(d).tolist() for d in docs]
+    for threads in (1, 2, 3, 8):
+        got = [a.tolist() for a in ours.encode_batch(docs, threads=threads)]
+        assert got == want, threads
 
 
 ADVERSARIAL = {

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import twin
 from .._lib import ffi, lib, checkasm_lib
-from ..buffers import PAD, GuardedArena
+from ..buffers import PAD, GuardedArena, Padded
 
 REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
             (64, "direction flag left set"), (128, "missing vzeroupper"),
@@ -840,6 +840,47 @@ def check_renc_text(ctx: Ctx) -> None:
                 ctx.fail(f"asmbpe_renc_text: {what} gave {got}, want ASMBPE_EINVAL")
         ctx.call("asmbpe_renc_free", enc)
     arena.close()
+
+
+@register("asmbpe_renc_encode")
+def check_renc_encode(ctx: Ctx) -> None:
+    """Documents on 1, 2, 3 and 8 threads (each claiming the next, its ids in its own
+    room, then moved into document order) against rank_twin.encode per document; the
+    counts, the ids past the total untouched; bad arguments refused."""
+    from . import rank_twin
+    for v_name, v in _rank_vocabs(ctx.rng):
+        enc = _renc_new(ctx, v)
+        pid = PRETOKENIZERS[v.pretokenizer][0]
+        docs = [random_text(ctx.rng, ctx.rng.choice([0, 1, 5, 64, 300, 3000])) for _ in range(40)]
+        docs += [b"e" * 20_000, b"", texty(ctx.rng, 129)]
+        want = [rank_twin.encode(d, v) for d in docs]
+        flat = [i for w in want for i in w]
+        buf = Padded(b"".join(docs))
+        ends = np.cumsum([len(d) for d in docs]).astype(np.uint64)
+        for threads in (1, 2, 3, 8):
+            case = f"{v_name}: {len(docs)} documents, {threads} threads"
+            ctx.on(case)
+            full, out = _u32_out(len(buf.array) - 2 * PAD)
+            counts = np.full(len(docs) + 2, 7, dtype=np.uint64)
+            got = ctx.call("asmbpe_renc_encode", enc, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                           len(docs), threads, pid, ffi.from_buffer("uint32_t[]", out),
+                           ffi.from_buffer("uint64_t[]", counts[1:]))
+            if got != len(flat) or out[:got].tolist() != flat:
+                ctx.fail(f"asmbpe_renc_encode: {case}: {got} ids, the twin {len(flat)}: "
+                         f"{first_difference(out[:max(got, 0)].tolist(), flat)}")
+            elif counts[1:-1].tolist() != [len(w) for w in want] or counts[0] != 7 or counts[-1] != 7:
+                ctx.fail(f"asmbpe_renc_encode: {case}: counts differ (or written outside)")
+            elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + len(out):] != 0x99999999):
+                ctx.fail(f"asmbpe_renc_encode: {case}: wrote outside out")
+        for threads, pretok, what in ((0, pid, "threads 0"), (257, pid, "threads 257"),
+                                      (1, 0, "pretok 0")):
+            ctx.on(f"{v_name}: {what} is refused")
+            got = ctx.call("asmbpe_renc_encode", enc, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+                           len(docs), threads, pretok, ffi.from_buffer("uint32_t[]", out),
+                           ffi.from_buffer("uint64_t[]", counts))
+            if got != (1 << 64) - 1:
+                ctx.fail(f"asmbpe_renc_encode: {what} gave {got}, want ASMBPE_EINVAL")
+        ctx.call("asmbpe_renc_free", enc)
 
 
 @register("asmbpe_enc_trim")

@@ -436,6 +436,99 @@ def bench_enc_stats(env: Env) -> list[Case]:
                  after=lambda: L.asmbpe_enc_free(e))]
 
 
+# the rank encoder (encode_rank.asm): a vocabulary of the 512 merges as ranks
+def _rank_tables(env: Env):
+    """(pairs rows, byte ids, token bytes, token offsets) of env.merges() as a rank
+    vocabulary (harness.vocab.Vocab; whole chunks on)."""
+    from ..vocab import Vocab, byte_ids, pair_table
+    m = env.merges()
+    tokens = [bytes([b]) for b in range(256)]
+    for x in m.tolist():
+        tokens.append(tokens[x & 0xFFFF] + tokens[x >> 16])
+    v = Vocab("bench", tokens, "nanochat", {}, None, True)
+    rows = np.ascontiguousarray(np.stack(pair_table(v), axis=1), dtype=np.uint32)
+    offsets = np.zeros(len(tokens) + 1, dtype=np.uint64)
+    np.cumsum([len(t) for t in tokens], out=offsets[1:])
+    blob = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
+    return rows, byte_ids(v), blob, offsets
+
+
+def _renc_args(tables) -> list[int]:
+    rows, ids, blob, offsets = tables
+    return [_ptr(rows), len(rows), _ptr(ids), _ptr(blob), _ptr(offsets), len(offsets) - 1, 1]
+
+
+def _rank_encoder(env: Env):
+    t = _rank_tables(env)
+    return env.L.asmbpe_renc_new(*[ffi.cast("void *", a) if i in (0, 2, 3, 4) else a
+                                   for i, a in enumerate(_renc_args(t))]), t
+
+
+@bench("asmbpe_renc_new")
+def bench_renc_new(env: Env) -> list[Case]:
+    L = env.L
+    t = _rank_tables(env)
+
+    def free(rets):
+        for p in rets.tolist():
+            if p:
+                L.asmbpe_renc_free(ffi.cast("asmbpe_renc *", p))
+    return [Case(f"asmbpe_renc_new ({len(t[0])} pairs)", "asmbpe_renc_new", [_renc_args(t)],
+                 batch=100, cleanup=free, keep=[t])]
+
+
+@bench("asmbpe_renc_free")
+def bench_renc_free(env: Env) -> list[Case]:
+    made = [_rank_encoder(env) for _ in range(env.samples + WARMUP)]
+    return [Case("asmbpe_renc_free (unused encoder)", "asmbpe_renc_free",
+                 [[_ptr(e)] for e, _ in made], keep=[made])]
+
+
+@bench("asmbpe_renc_chunk")
+def bench_renc_chunk(env: Env) -> list[Case]:
+    """Chunks of the text: a word through the cache, and 200 bytes (merged each time:
+    longer than the cache's 32)."""
+    L = env.L
+    e, t = _rank_encoder(env)
+    cases = []
+    for what, chunk in (("cached word", b" children"), ("200 bytes", env.slice(0, 200))):
+        buf = Padded(chunk)
+        out = np.zeros(len(chunk) + 8, dtype=np.uint32)
+        L.asmbpe_renc_chunk(e, buf.ptr, len(chunk), ffi.from_buffer("uint32_t[]", out))
+        cases.append(Case(f"asmbpe_renc_chunk {what}", "asmbpe_renc_chunk",
+                          [[_ptr(e), _ptr(buf.ptr), len(chunk), _ptr(out)]], len(chunk),
+                          per_sample=4, keep=[buf, out, t]))
+    cases[-1].after = lambda: L.asmbpe_renc_free(e)
+    return cases
+
+
+@bench("asmbpe_renc_text")
+def bench_renc_text(env: Env) -> list[Case]:
+    n = 1 << 14
+    L = env.L
+    e, t = _rank_encoder(env)
+    bufs = [Padded(env.slice(k, n)) for k in range(2)]
+    outs = [np.zeros(n, dtype=np.uint32) for _ in bufs]
+    sets = [[_ptr(e), _ptr(b.ptr), n, 2, _ptr(o), n] for b, o in zip(bufs, outs)]
+    return [Case(f"asmbpe_renc_text {n >> 10} KB (nanochat)", "asmbpe_renc_text", sets, n,
+                 keep=[bufs, outs, t], after=lambda: L.asmbpe_renc_free(e))]
+
+
+@bench("asmbpe_renc_encode")
+def bench_renc_encode(env: Env) -> list[Case]:
+    n = 1 << 14
+    L = env.L
+    e, t = _rank_encoder(env)
+    inputs = [env.docs(k, n) for k in range(2)]
+    outs = [(np.zeros(n, dtype=np.uint32), np.zeros(len(ends), dtype=np.uint64))
+            for _, ends in inputs]
+    sets = [[_ptr(e), _ptr(b.ptr), _ptr(ends), len(ends), 1, 2, _ptr(o), _ptr(c)]
+            for (b, ends), (o, c) in zip(inputs, outs)]
+    return [Case(f"asmbpe_renc_encode {n >> 10} KB in 4 KB documents, 1 thread",
+                 "asmbpe_renc_encode", sets, n, keep=[inputs, outs, t],
+                 after=lambda: L.asmbpe_renc_free(e))]
+
+
 @bench("asmbpe_mapped_peak")
 def bench_mapped_peak(env: Env) -> list[Case]:
     return [Case("asmbpe_mapped_peak", "asmbpe_mapped_peak", [[0]], per_sample=16)]
