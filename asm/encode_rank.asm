@@ -44,6 +44,7 @@ extern mask_tab
 %define RC_ENTRIES  65536           ; chunk cache entries per thread
 %define RC_MAX_LEN  32              ; chunks cached: 2..RC_MAX_LEN bytes
 %define RC_MAX_TOK  7               ; ... of at most this many ids
+%define WT_MAX_LEN  15              ; whole tokens with their bytes in the slot
 
 ; the encoder object
 struc renc
@@ -61,8 +62,20 @@ struc renc
     .tbytes:    resq 1              ; bytes mapped for both
     .ntok:      resq 1
     .flags:     resq 1
+    .wt:        resq 1              ; RF_WHOLE: tokens of 2..WT_MAX_LEN bytes,
+                                    ; wtslot each (hash SHORT_KEY), or 0
+    .wtmask:    resq 1              ; its slots - 1
+    .wtbytes:   resq 1              ; bytes mapped for it
     .byteid:    resd 256            ; the id of each byte
     .ts:        resq MAX_THREADS    ; each thread index's state, or 0
+endstruc
+
+; a whole-token slot: the token's bytes zero-padded to 15 and its length in
+; byte 15 (one 16-byte compare; length 0: empty), its id
+struc wtslot
+    .key:       resb 16
+    .id:        resd 1
+                resd 3
 endstruc
 
 ; a thread index's state (its own mapping, rounded up to pages)
@@ -132,6 +145,16 @@ section .text
 %%done:
 %endmacro
 
+; WT_HASH key, out: out = crc32c of the two qwords of xmm key (out a 64-bit
+; register, zeroed first).  Clobbers rax (unless out is rax: then r11).
+%macro WT_HASH 2
+    xor         %2, %2
+    vmovq       r11, %1
+    crc32       %2, r11
+    vpextrq     r11, %1, 1
+    crc32       %2, r11
+%endmacro
+
 ; CRC_BYTES p, n, out32: out = crc32c of n bytes at p (8 at a time, then the
 ; rest byte by byte).  %1 = p, %2 = n (64-bit registers, kept), %3 = out (a
 ; 64-bit register).  Clobbers rcx, r11.
@@ -171,7 +194,7 @@ section .text
 %define nw_i        r15
 %define nw_t        r12
 %define nw_t2       r13
-FUNC asmbpe_renc_new, 7, 15, 0, pairs, npairs, byteids, tokbytes, tokoff, ntok, flags
+FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, flags
     mov         nw_t2, flagsm
     push        tokoffq
     push        tokbytesq
@@ -312,7 +335,7 @@ FUNC asmbpe_renc_new, 7, 15, 0, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     xor         nw_i, nw_i
 .winsert:
     cmp         nw_i, [nw_enc + renc.ntok]
-    jae         .done
+    jae         .winserted
     mov         rax, [nw_enc + renc.tokoff]
     mov         rsi, [rax + nw_i * 8]
     mov         nw_t2, [rax + nw_i * 8 + 8]
@@ -337,6 +360,63 @@ FUNC asmbpe_renc_new, 7, 15, 0, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 .wnext:
     inc         nw_i
     jmp         .winsert
+.winserted:
+    ; the whole-token slots with the bytes in them: tokens of 2..WT_MAX_LEN
+    mov         rax, [nw_enc + renc.ntok]
+    add         rax, rax
+    mov         ecx, 10
+.tsize:
+    mov         edx, 1
+    shl         rdx, cl
+    cmp         rdx, rax
+    jae         .tsized
+    inc         ecx
+    jmp         .tsize
+.tsized:
+    lea         rax, [rdx - 1]
+    mov         [nw_enc + renc.wtmask], rax
+    shl         rdx, 5
+    mov         [nw_enc + renc.wtbytes], rdx
+    mov         rdi, rdx
+    call        asmbpe_map                      ; zeroed: every slot empty
+    test        rax, rax
+    jz          .fail
+    mov         [nw_enc + renc.wt], rax
+    xor         nw_i, nw_i
+.tinsert:
+    cmp         nw_i, [nw_enc + renc.ntok]
+    jae         .done
+    mov         rax, [nw_enc + renc.tokoff]
+    mov         rsi, [rax + nw_i * 8]
+    mov         rdx, [rax + nw_i * 8 + 8]
+    sub         rdx, rsi                        ; its length
+    cmp         rdx, 2
+    jb          .tnext
+    cmp         rdx, WT_MAX_LEN
+    ja          .tnext
+    add         rsi, [nw_enc + renc.tokbytes]
+    lea         rax, [mask_tab + 64]
+    sub         rax, rdx
+    vmovdqu     xmm1, [rax]
+    vpand       xmm0, xmm1, [rsi]               ; (PAD after the bytes)
+    vpinsrb     xmm0, xmm0, edx, 15             ; the key
+    WT_HASH     xmm0, rcx
+    mov         r8, [nw_enc + renc.wt]
+    mov         r9, [nw_enc + renc.wtmask]
+.tprobe:
+    and         rcx, r9
+    mov         rax, rcx
+    shl         rax, 5
+    cmp         byte [r8 + rax + 15], 0
+    je          .tfree
+    inc         rcx
+    jmp         .tprobe
+.tfree:
+    vmovdqu     [r8 + rax], xmm0
+    mov         [r8 + rax + wtslot.id], r15d    ; (nw_i)
+.tnext:
+    inc         nw_i
+    jmp         .tinsert
 .done:
     mov         rax, nw_enc
     add         rsp, 32
@@ -391,6 +471,9 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.wslots]
     mov         rsi, [rbx + renc.wbytes]
+    call        .unmap
+    mov         rdi, [rbx + renc.wt]
+    mov         rsi, [rbx + renc.wtbytes]
     call        .unmap
     mov         rdi, [rbx + renc.tokoff]
     mov         rsi, [rbx + renc.tbytes]
@@ -994,16 +1077,59 @@ rk_doc:
 .chunk:
     mov         rsi, [rsp + 24]
     add         rsi, r12                        ; the chunk
-    mov         rdx, [rbx + rts.ends + r15 * 8]
-    push        rdx
+    mov         r8, [rbx + rts.ends + r15 * 8]  ; its end
+    mov         rdx, r8
     sub         rdx, r12                        ; its length
-    mov         rcx, [rsp + 8]
-    lea         rcx, [rcx + r13 * 4]
+    mov         rcx, [rsp]
+    lea         rcx, [rcx + r13 * 4]            ; its ids go here
+    mov         rdi, [rbx + rts.enc]
+    cmp         rdx, 1
+    je          .one
+    cmp         rdx, WT_MAX_LEN
+    ja          .slow
+    mov         r9, [rdi + renc.wt]
+    test        r9, r9
+    jz          .slow
+    lea         rax, [mask_tab + 64]            ; a whole token?  its key:
+    sub         rax, rdx                        ; the bytes zero-padded,
+    vmovdqu     xmm1, [rax]                     ; the length in byte 15
+    vpand       xmm0, xmm1, [rsi]
+    vpinsrb     xmm0, xmm0, edx, 15
+    WT_HASH     xmm0, r10
+    mov         r11, [rdi + renc.wtmask]
+.wt_probe:
+    and         r10, r11
+    mov         rax, r10
+    shl         rax, 5
+    add         rax, r9                         ; its slot
+    vpcmpeqb    xmm1, xmm0, [rax]
+    vpmovmskb   edi, xmm1
+    cmp         edi, 0xFFFF
+    je          .wt_hit
+    cmp         byte [rax + 15], 0
+    je          .slow                           ; empty: not a token
+    inc         r10
+    jmp         .wt_probe
+.wt_hit:
+    mov         eax, [rax + wtslot.id]
+    mov         [rcx], eax
+    jmp         .one_id
+.one:
+    movzx       eax, byte [rsi]
+    mov         eax, [rdi + renc.byteid + rax * 4]
+    mov         [rcx], eax
+.one_id:
+    mov         r12, r8
+    inc         r13
+    jmp         .next
+.slow:
+    push        r8
     call        rk_chunk
     pop         r12                             ; pos = its end
     test        rax, rax
     js          .out
     add         r13, rax
+.next:
     inc         r15
     cmp         r15, r14
     jb          .chunk

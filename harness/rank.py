@@ -85,10 +85,17 @@ class RankEncoder:
         """The ids (uint32) of each document (bytes-like or str), special-token text
         being ordinary text, on `threads` threads (default: the CPUs this process may
         use): each thread claims the next document."""
+        ids, counts = self.encode_many(docs, threads)
+        bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return [ids[bounds[i]:bounds[i + 1]].copy() for i in range(len(counts))]
+
+    def encode_many(self, docs, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(every document's ids concatenated in order, uint32; each document's id
+        count, uint64), as encode_batch encodes them, in one array."""
         import os
         datas = [d.encode("utf-8", "surrogatepass") if isinstance(d, str) else bytes(d) for d in docs]
         if not datas:
-            return []
+            return np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint64)
         if threads is None:
             threads = len(os.sched_getaffinity(0))
         buf = Padded(b"".join(datas))
@@ -104,8 +111,8 @@ class RankEncoder:
             if got == -2:
                 raise MemoryError("asmbpe_renc_encode: out of memory")
             raise RuntimeError(f"asmbpe_renc_encode failed with status {got}")
-        bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        return [out[bounds[i]:bounds[i + 1]].copy() for i in range(len(datas))]
+        out.resize(got, refcheck=False)
+        return out, counts
 
     def encode(self, text, allowed_special=()) -> np.ndarray:
         """As tiktoken's encode, except that special-token text not allowed is ordinary
