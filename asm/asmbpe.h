@@ -149,13 +149,14 @@ asmbpe_renc *asmbpe_renc_new(const uint32_t *pairs, uint64_t n_pairs,
                              uint64_t flags);
 void asmbpe_renc_free(asmbpe_renc *e);
 /* the ids of one chunk (len >= 1 bytes, ASMBPE_PAD readable after it) into
- * out (room for len ids): the lowest-priority adjacent pair merges first,
- * leftmost first.  Returns the ids, or ASMBPE_ENOMEM. */
+ * out (room for len ids; out[n..len) may be overwritten): the lowest-priority
+ * adjacent pair merges first, leftmost first.  Returns the ids n, or
+ * ASMBPE_ENOMEM. */
 int64_t asmbpe_renc_chunk(asmbpe_renc *e, const uint8_t *chunk, size_t len,
                           uint32_t *out);
 /* the ids of a padded text, split with pre-tokenizer pretok, into out (cap >=
- * len).  Returns the ids, or ASMBPE_EINVAL (cap < len, unknown pretok),
- * ASMBPE_ENOMEM. */
+ * len; out[n..len) may be overwritten).  Returns the ids n, or ASMBPE_EINVAL
+ * (cap < len, unknown pretok), ASMBPE_ENOMEM. */
 int64_t asmbpe_renc_text(asmbpe_renc *e, const uint8_t *text, size_t len,
                          uint64_t pretok, uint32_t *out, size_t cap);
 /* documents text[doc_ends[i-1], doc_ends[i]) (the first from 0; text padded)

@@ -41,7 +41,8 @@ extern mask_tab
 %define RK_GOLD     0x9E3779B97F4A7C15
 %define RK_SPLITS   4096            ; chunk ends per asmbpe_split_offsets call
 %define RF_WHOLE    1               ; flags: a chunk that is a token is it
-%define RC_ENTRIES  65536           ; chunk cache entries per thread
+%define RC_ENTRIES  131072          ; chunk cache entries per thread (8 MB),
+%define RC_SETS     (RC_ENTRIES / 2) ; in sets of two (way 0: the last used)
 %define RC_MAX_LEN  32              ; chunks cached: 2..RC_MAX_LEN bytes
 %define RC_MAX_TOK  7               ; ... of at most this many ids
 %define WT_MAX_LEN  15              ; whole tokens with their bytes in the slot
@@ -53,7 +54,7 @@ struc renc
     .smask:     resq 1              ; slot bytes - 1 (slots * 16 - 1)
     .shift:     resq 1              ; 64 - log2(slots)
     .sbytes:    resq 1              ; bytes mapped for the slots
-    .wslots:    resq 1              ; whole-token slots {u32 id, u32 crc}, id
+    .wslots:    resq 1              ; tokens over WT_MAX_LEN: {u32 id, u32 crc}, id
                                     ; ~0: empty; 0 without RF_WHOLE
     .wmask:     resq 1              ; whole slots - 1
     .wbytes:    resq 1              ; bytes mapped for them
@@ -88,6 +89,7 @@ struc rts
     .lprev:     resq 1              ; result[] (in the scratch)
     .lprio:     resq 1
     .lres:      resq 1
+    .outlim:    resq 1              ; the end of rk_chunk's out room (bytes)
     .ends:      resq RK_SPLITS      ; a document's chunk ends
 endstruc
 
@@ -153,6 +155,38 @@ section .text
     crc32       %2, r11
     vpextrq     r11, %1, 1
     crc32       %2, r11
+%endmacro
+
+; WT_LOOKUP found: is the chunk rsi (rdx = its length, 2..WT_MAX_LEN, PAD
+; readable after it) a token in rdi's whole-token slots (renc.wt, not 0)?
+; Yes: eax = its id, jumps to %1; no: falls through.  Clobbers rax, rdi,
+; r9-r11, xmm0, xmm1.
+%macro WT_LOOKUP 1
+    mov         r9, [rdi + renc.wt]
+    lea         rax, [mask_tab + 64]            ; its key: the bytes zero-
+    sub         rax, rdx                        ; padded, the length in
+    vmovdqu     xmm1, [rax]                     ; byte 15
+    vpand       xmm0, xmm1, [rsi]
+    vpinsrb     xmm0, xmm0, edx, 15
+    WT_HASH     xmm0, r10
+    mov         r11, [rdi + renc.wtmask]
+%%probe:
+    and         r10, r11
+    mov         rax, r10
+    shl         rax, 5
+    add         rax, r9                         ; its slot
+    vpcmpeqb    xmm1, xmm0, [rax]
+    vpmovmskb   edi, xmm1
+    cmp         edi, 0xFFFF
+    je          %%hit
+    cmp         byte [rax + 15], 0
+    je          %%none                          ; empty: not a token
+    inc         r10
+    jmp         %%probe
+%%hit:
+    mov         eax, [rax + wtslot.id]
+    jmp         %1
+%%none:
 %endmacro
 
 ; CRC_BYTES p, n, out32: out = crc32c of n bytes at p (8 at a time, then the
@@ -340,8 +374,8 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rsi, [rax + nw_i * 8]
     mov         nw_t2, [rax + nw_i * 8 + 8]
     sub         nw_t2, rsi                      ; its length
-    cmp         nw_t2, 2
-    jb          .wnext
+    cmp         nw_t2, WT_MAX_LEN               ; (shorter ones: renc.wt)
+    jbe         .wnext
     add         rsi, [nw_enc + renc.tokbytes]
     CRC_BYTES   rsi, nw_t2, rax
     mov         rdx, [nw_enc + renc.wslots]
@@ -454,7 +488,7 @@ asmbpe_renc_free_impl:
     test        r13, r13
     jz          .next_state
     mov         rdi, [r13 + rts.cache]
-    mov         esi, RC_ENTRIES * rcent_size
+    mov         esi, RC_ENTRIES * rcent_size + 4096
     call        .unmap
     mov         rdi, [r13 + rts.scratch]
     mov         rsi, [r13 + rts.scrbytes]
@@ -511,7 +545,9 @@ rk_state:
     jz          .out
     mov         r13, rax
     mov         [r13 + rts.enc], rbx
-    mov         edi, RC_ENTRIES * rcent_size    ; zeroed: every entry empty
+    mov         edi, RC_ENTRIES * rcent_size + 4096 ; zeroed: every entry
+                                                ; empty (+ a page: 32-byte
+                                                ; loads of the last ids)
     call        asmbpe_map
     test        rax, rax
     jz          .no_cache
@@ -547,6 +583,8 @@ FUNC asmbpe_renc_chunk, 4, 15, 1, e, chunk, len, out
     test        rax, rax
     jz          .nomem
     mov         rbx, rax
+    lea         rax, [r14 + r13 * 4]
+    mov         [rbx + rts.outlim], rax         ; the room's end
     mov         rsi, r12
     mov         rdx, r13
     mov         rcx, r14
@@ -559,8 +597,8 @@ ENDFUNC
 
 ;-----------------------------------------------------------------------------
 ; rk_chunk: rbx = a thread state, rsi = the chunk (PAD readable after it),
-; rdx = its length (>= 1), rcx = out (room for rdx ids; nothing written past
-; the ids).  Out: rax = ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
+; rdx = its length (>= 1), rcx = out (room for rdx ids; ids past the ones
+; written may be overwritten up to rts.outlim, the end of the whole room).  Out: rax = ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
 ; r12-r15; clobbers the other registers and ymm0-ymm3.
 ;
 ; Chunks of 2..RC_MAX_LEN bytes look in the cache first: the bytes loaded
@@ -605,25 +643,55 @@ rk_chunk:
     crc32       rcx, rax
     vpextrq     rax, xmm2, 1
     crc32       rcx, rax
-    and         ecx, RC_ENTRIES - 1
-    shl         rcx, 6
-    add         rcx, [rbx + rts.cache]          ; its entry
+    and         ecx, RC_SETS - 1
+    shl         rcx, 7
+    add         rcx, [rbx + rts.cache]          ; its set
     vpcmpeqb    ymm2, ymm0, [rcx + rcent.key]
     vpmovmskb   eax, ymm2
     cmp         eax, -1
-    jne         .cache_miss
+    jne         .way1
     cmp         [rcx + rcent.len], r13b
-    jne         .cache_miss
+    jne         .way1
+.hit:
     movzx       eax, byte [rcx + rcent.ntok]    ; a hit: its ids
+    cmp         eax, 1
+    jne         .hit_more
+    mov         edx, [rcx + rcent.ids]
+    mov         [rk_out], edx
+    jmp         .ret
+.hit_more:
+    lea         rdx, [rk_out + 32]
+    cmp         rdx, [rbx + rts.outlim]
+    ja          .hit_masked
+    vmovdqu     ymm2, [rcx + rcent.ids]         ; 8 ids, the ones past ntok
+    vmovdqu     [rk_out], ymm2                  ; within the room (scratch)
+    jmp         .ret
+.hit_masked:
     lea         rdx, [rax * 4]
     lea         rsi, [mask_tab + 64]
     sub         rsi, rdx
     vmovdqu     ymm1, [rsi]                     ; first ntok dwords
-    vpmaskmovd  ymm2, ymm1, [rcx + rcent.ids]   ; (no read past the entry)
+    vpmaskmovd  ymm2, ymm1, [rcx + rcent.ids]
     vpmaskmovd  [rk_out], ymm1, ymm2
     jmp         .ret
+.way1:
+    vpcmpeqb    ymm2, ymm0, [rcx + rcent_size + rcent.key]
+    vpmovmskb   eax, ymm2
+    cmp         eax, -1
+    jne         .cache_miss
+    cmp         [rcx + rcent_size + rcent.len], r13b
+    jne         .cache_miss
+    vmovdqu     ymm0, [rcx]                     ; found: the two swap, way 0
+    vmovdqu     ymm1, [rcx + 32]                ; the last used
+    vmovdqu     ymm2, [rcx + 64]
+    vmovdqu     ymm3, [rcx + 96]
+    vmovdqu     [rcx], ymm2
+    vmovdqu     [rcx + 32], ymm3
+    vmovdqu     [rcx + 64], ymm0
+    vmovdqu     [rcx + 96], ymm1
+    jmp         .hit
 .cache_miss:
-    push        rcx                             ; the entry
+    push        rcx                             ; the set
     sub         rsp, 8
     call        .encode                         ; rax = ids (or ENOMEM)
     add         rsp, 8
@@ -632,8 +700,12 @@ rk_chunk:
     js          .ret
     cmp         rax, RC_MAX_TOK
     ja          .ret
-    lea         rdx, [mask_tab + 64]            ; fill the entry: the key
-    sub         rdx, rk_n                       ; again (ymm0 is gone)
+    vmovdqu     ymm0, [rcx]                     ; way 0 to way 1, the chunk
+    vmovdqu     ymm1, [rcx + 32]                ; into way 0 (the least
+    vmovdqu     [rcx + 64], ymm0                ; recently used goes)
+    vmovdqu     [rcx + 96], ymm1
+    lea         rdx, [mask_tab + 64]            ; the key again (ymm0 is
+    sub         rdx, rk_n                       ; gone)
     vmovdqu     ymm1, [rdx]
     vpand       ymm0, ymm1, [rk_p]
     vmovdqu     [rcx + rcent.key], ymm0
@@ -662,7 +734,18 @@ rk_chunk:
     mov         rdi, [rbx + rts.enc]
     test        qword [rdi + renc.flags], RF_WHOLE
     jz          .merge
-    CRC_BYTES   rk_p, rk_n, rax                 ; a token?
+    cmp         rk_n, WT_MAX_LEN
+    ja          .long_token
+    mov         rsi, rk_p
+    mov         rdx, rk_n
+    WT_LOOKUP   .is_token                       ; a token of up to 15 bytes?
+    jmp         .merge
+.is_token:
+    mov         [rk_out], eax
+    mov         eax, 1
+    ret
+.long_token:
+    CRC_BYTES   rk_p, rk_n, rax                 ; a longer token?
     mov         rdi, [rbx + rts.enc]
     mov         r9, [rdi + renc.wmask]
     mov         r8d, eax
@@ -1048,6 +1131,8 @@ ENDFUNC
 ; the other registers and ymm0-ymm3.
 ;-----------------------------------------------------------------------------
 rk_doc:
+    lea         rax, [rcx + rsi * 4]
+    mov         [rbx + rts.outlim], rax         ; the room's end
     push        rbp
     push        r12
     push        r13
@@ -1087,31 +1172,11 @@ rk_doc:
     je          .one
     cmp         rdx, WT_MAX_LEN
     ja          .slow
-    mov         r9, [rdi + renc.wt]
-    test        r9, r9
-    jz          .slow
-    lea         rax, [mask_tab + 64]            ; a whole token?  its key:
-    sub         rax, rdx                        ; the bytes zero-padded,
-    vmovdqu     xmm1, [rax]                     ; the length in byte 15
-    vpand       xmm0, xmm1, [rsi]
-    vpinsrb     xmm0, xmm0, edx, 15
-    WT_HASH     xmm0, r10
-    mov         r11, [rdi + renc.wtmask]
-.wt_probe:
-    and         r10, r11
-    mov         rax, r10
-    shl         rax, 5
-    add         rax, r9                         ; its slot
-    vpcmpeqb    xmm1, xmm0, [rax]
-    vpmovmskb   edi, xmm1
-    cmp         edi, 0xFFFF
-    je          .wt_hit
-    cmp         byte [rax + 15], 0
-    je          .slow                           ; empty: not a token
-    inc         r10
-    jmp         .wt_probe
+    cmp         qword [rdi + renc.wt], 0
+    je          .slow
+    WT_LOOKUP   .wt_hit                         ; a whole token?
+    jmp         .slow
 .wt_hit:
-    mov         eax, [rax + wtslot.id]
     mov         [rcx], eax
     jmp         .one_id
 .one:
