@@ -46,6 +46,7 @@ extern mask_tab
 %define RC_MAX_LEN  32              ; chunks cached: 2..RC_MAX_LEN bytes
 %define RC_MAX_TOK  7               ; ... of at most this many ids
 %define WT_MAX_LEN  15              ; whole tokens with their bytes in the slot
+%define BP_BYTES    (65536 * 8)     ; renc.bp: the pair of every two bytes
 
 ; the encoder object
 struc renc
@@ -63,6 +64,8 @@ struc renc
     .tbytes:    resq 1              ; bytes mapped for both
     .ntok:      resq 1
     .flags:     resq 1
+    .bp:        resq 1              ; each byte pair b0 | b1 << 8: {u32
+                                    ; priority, u32 result} (BP_BYTES)
     .wt:        resq 1              ; RF_WHOLE: tokens of 2..WT_MAX_LEN bytes,
                                     ; wtslot each (hash SHORT_KEY), or 0
     .wtmask:    resq 1              ; its slots - 1
@@ -313,6 +316,31 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     inc         nw_i
     jmp         .insert
 .inserted:
+    ; the byte pairs: the table's answer for every two bytes, by b0 | b1 << 8
+    mov         edi, BP_BYTES
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [nw_enc + renc.bp], rax
+    mov         r8, [nw_enc + renc.slots]
+    mov         r9, [nw_enc + renc.smask]
+    mov         r10, [nw_enc + renc.shift]
+    xor         nw_i, nw_i
+.bpair:
+    movzx       eax, r15b                       ; b0 (nw_i's low byte)
+    mov         ecx, [nw_enc + renc.byteid + rax * 4]
+    shl         rcx, 32
+    mov         eax, r15d
+    shr         eax, 8                          ; b1
+    mov         eax, [nw_enc + renc.byteid + rax * 4]
+    or          rcx, rax
+    RPROBE
+    mov         r11, [nw_enc + renc.bp]
+    mov         [r11 + nw_i * 8], eax
+    mov         [r11 + nw_i * 8 + 4], edx
+    inc         nw_i
+    cmp         nw_i, 65536
+    jb          .bpair
 
     ; the token bytes and offsets: one mapping, offsets first, PAD around
     ; the bytes
@@ -508,6 +536,9 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.wt]
     mov         rsi, [rbx + renc.wtbytes]
+    call        .unmap
+    mov         rdi, [rbx + renc.bp]
+    mov         esi, BP_BYTES
     call        .unmap
     mov         rdi, [rbx + renc.tokoff]
     mov         rsi, [rbx + renc.tbytes]
@@ -851,11 +882,14 @@ rk_chunk:
 %define SP_PRIO     (4 * RK_SHORT)
 %define SP_RES      (8 * RK_SHORT)
     xor         edi, edi
-.sinit:                                         ; prio[i] of (id[i], id[i+1])
-    rorx        rcx, [rk_s + rdi * 4], 32
-    RPROBE
+    mov         rsi, [rbx + rts.enc]
+    mov         rsi, [rsi + renc.bp]
+.sinit:                                         ; prio[i] of (id[i], id[i+1]):
+    movzx       eax, word [rk_p + rdi]          ; two bytes, from renc.bp
+    mov         rax, [rsi + rax * 8]
     mov         [rk_s + SP_PRIO + rdi * 4], eax
-    mov         [rk_s + SP_RES + rdi * 4], edx
+    shr         rax, 32
+    mov         [rk_s + SP_RES + rdi * 4], eax
     inc         edi
     lea         eax, [edi + 1]
     cmp         rax, rk_n
