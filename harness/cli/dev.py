@@ -140,6 +140,10 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
               help="Run only these (repeatable; default: every one installed).")
 @click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE", help="Use this tokenizer.bin instead of training one.")
+@click.option("--vocab", default=None, metavar="NAME",
+              help="Instead: a published vocabulary, cl100k_base or o200k_base (from "
+                   "shared/vocabs, or a path to its .tiktoken[.gz]): asmbpe's rank encoder "
+                   "against tiktoken and gigatoken, ids compared with tiktoken's.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 @click.option("--cluster", default=None, metavar="ADDRESS",
@@ -150,7 +154,7 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
 @_pretokenizer_option("The pre-tokenizer of the vocabulary trained here (not with "
                       "--tokenizer, which has its own)")
 def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
-                 json_path, cluster, n_shards, pretokenizer):
+                 vocab, json_path, cluster, n_shards, pretokenizer):
     """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
     same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
     asmbpe's). With --cluster: the distributed path against one process."""
@@ -170,7 +174,7 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
         return
     rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
                         impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo,
-                        pretokenizer=pretokenizer)
+                        pretokenizer=pretokenizer, vocab=vocab)
     if json_path:
         write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")

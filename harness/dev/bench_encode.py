@@ -41,9 +41,21 @@ collection off) in two ways, `runs` times each, and reports the medians:
 
 MB/s = source bytes / 1e6 / median seconds.
 
+With `vocab` ("cl100k_base" or "o200k_base", from ../shared/vocabs; or a path to
+one of those .tiktoken[.gz] files) the vocabulary is that published one instead of one
+trained here: asmbpe encodes with `harness.rank.RankEncoder` (`encode_many`, u32 ids),
+tiktoken with the file and its own pattern and specials (`encode_ordinary_batch`),
+gigatoken with `Tokenizer.from_tiktoken` (which knows the file by its name: its own
+pattern for it), and tokenizers is left out (Oniguruma misreads cl100k's pattern). The
+ids are compared with tiktoken's, the truth for these files.
+
+gigatoken is fed the way it is fastest, one `gigatoken.BytesSource` holding all the
+documents with a separator byte (0xFF, never in UTF-8), for every vocabulary.
+
 Correctness: after timing, the worker turns the last call's output into one flat
 uint32 array of ids plus per-document counts (untimed) and reports their SHA-256 and a
 CRC-32 per document; `ids_equal` is whether the digest equals asmbpe's at 1 thread
+(tiktoken's with `vocab`)
 (asmbpe's own N-thread row included), and `docs_differ` counts the documents whose
 ids differ.
 """
@@ -91,12 +103,62 @@ def installed(impl: str) -> bool:
 
 # --------------------------------------------------------------------------- worker
 
-def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int):
+def _vocab_encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vocab: str):
+    """_encoder's triple for a published vocabulary (workdir / f"{vocab}.tiktoken")."""
+    path = workdir / f"{vocab}.tiktoken"
+    tiny = [docs[0][:64]] if docs else [b"x"]
+    if impl == "asmbpe":
+        from ..rank import RankEncoder
+        from ..vocab import from_tiktoken
+
+        enc = RankEncoder(from_tiktoken(path))
+        return (lambda: enc.encode_many(docs, threads),
+                lambda r: (r[0].astype(np.uint32), r[1].astype(np.int64)),
+                lambda: enc.encode_many(tiny, threads))
+    if impl == "gigatoken":
+        return _gigatoken(gigatoken_path=path, pretokenizer=None, workdir=workdir,
+                          threads=threads, tiny=tiny)
+    if impl == "tiktoken":
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+
+        from ..pretokenizers import EXACT_PATTERNS
+        from ..vocab import KNOWN_ENCODINGS
+
+        known = KNOWN_ENCODINGS[vocab]
+        enc = tiktoken.Encoding(vocab, pat_str=EXACT_PATTERNS[known.pretokenizer],
+                                mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                special_tokens=known.specials)
+        texts = [d.decode("utf-8") for d in docs]
+        tiny_texts = [t.decode("utf-8", "replace") for t in tiny]
+        return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists,
+                lambda: enc.encode_ordinary_batch(tiny_texts, num_threads=threads))
+    raise ValueError(f"{impl} does not take a published vocabulary here")
+
+
+def _gigatoken(gigatoken_path: Path, pretokenizer, workdir: Path, threads: int, tiny):
+    """gigatoken fed one BytesSource (the blob with its separators), its fastest input."""
+    import awkward as ak
+    import gigatoken
+
+    kw = {} if pretokenizer is None else dict(pretokenizer=pretokenizer)
+    g = gigatoken.Tokenizer.from_tiktoken(gigatoken_path, **kw)
+    blob = (workdir / BLOB).read_bytes()
+    return (lambda: g.encode_batch(gigatoken.BytesSource([blob], separator=SEP),
+                                   parallel=threads > 1),
+            lambda r: (np.asarray(ak.flatten(r), dtype=np.uint32),
+                       np.asarray(ak.num(r), dtype=np.int64)),
+            lambda: g.encode_batch(tiny, parallel=threads > 1))
+
+
+def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vocab: str | None = None):
     """(encode(): the timed call, to_ids(result) -> (flat uint32 ids, counts),
     start(): one untimed call on 64 bytes, which starts the encoder's threads and
     lazily built state: asmbpe's per-thread state pages, rayon's pool)."""
     from ..tokenizer import Tokenizer
 
+    if vocab:
+        return _vocab_encoder(impl, workdir, docs, threads, vocab)
     tiny = [docs[0][:64]] if docs else [b""]
     if impl == "asmbpe":
         tok = Tokenizer.load(workdir / TOKENIZER_BIN)
@@ -104,14 +166,7 @@ def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int):
                 lambda r: (r[0].astype(np.uint32), r[1].astype(np.int64)),
                 lambda: tok.encode_many(tiny, threads))
     if impl == "gigatoken":
-        import awkward as ak
-        import gigatoken
-
-        g = gigatoken.Tokenizer.from_tiktoken(workdir / TIKTOKEN_FILE, pretokenizer="gpt4")
-        return (lambda: g.encode_batch(docs, parallel=threads > 1),
-                lambda r: (np.asarray(ak.flatten(r), dtype=np.uint32),
-                           np.asarray(ak.num(r), dtype=np.int64)),
-                lambda: g.encode_batch(tiny, parallel=threads > 1))
+        return _gigatoken(workdir / TIKTOKEN_FILE, "gpt4", workdir, threads, tiny)
     texts = [d.decode("utf-8") for d in docs]
     tiny_texts = [t.decode("utf-8", "replace") for t in tiny]
     if impl == "tiktoken":
@@ -149,7 +204,8 @@ def _digests(flat: np.ndarray, counts: np.ndarray) -> tuple[str, list[int]]:
     return digest, crcs
 
 
-def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str) -> None:
+def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str,
+           vocab: str | None = None) -> None:
     workdir = Path(workdir)
     docs = (workdir / BLOB).read_bytes().split(SEP)
 
@@ -168,7 +224,7 @@ def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str) -> N
     for _ in range(runs):
         result = None                           # free the last output and encoder
         encode = None
-        encode, to_ids, start = _encoder(impl, workdir, docs, threads)
+        encode, to_ids, start = _encoder(impl, workdir, docs, threads, vocab)
         start()
         elapsed, result = timed(encode)
         first.append(elapsed)
@@ -187,7 +243,7 @@ def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str) -> N
 # ----------------------------------------------------------------------------- parent
 
 def _run_worker(impl: str, workdir: Path, threads: int, runs: int,
-                timeout: float | None) -> dict:
+                timeout: float | None, vocab: str | None = None) -> dict:
     out = workdir / f"{impl}-{threads}.json"
     out.unlink(missing_ok=True)
     env = dict(os.environ)
@@ -197,6 +253,8 @@ def _run_worker(impl: str, workdir: Path, threads: int, runs: int,
     env["TOKENIZERS_PARALLELISM"] = "true" if threads > 1 else "false"
     cmd = [sys.executable, "-m", "harness.dev.bench_encode", "--worker", impl, "--dir",
            str(workdir), "--threads", str(threads), "--runs", str(runs), "--out", str(out)]
+    if vocab:
+        cmd += ["--vocab", vocab]
     try:
         p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -228,18 +286,48 @@ def _prepare(workdir: Path, docs: list[bytes], tokenizer, impls) -> dict[str, st
     return failed
 
 
+VOCAB_IMPLS = ("tiktoken", "asmbpe", "gigatoken")     # tiktoken first: the reference
+
+
+def _vocab_file(vocab: str) -> tuple[str, bytes]:
+    """(the encoding's name, the decompressed ranks file) of a published vocabulary,
+    by name (../shared/vocabs) or path."""
+    import gzip
+
+    from ..corpora import InputError, corpora_dir
+    from ..vocab import _KNOWN_BY_SHA
+    import hashlib as _h
+
+    path = Path(vocab)
+    if not path.is_file():
+        path = corpora_dir().parent / "vocabs" / f"{vocab}.tiktoken.gz"
+    if not path.is_file():
+        raise InputError(f"--vocab {vocab}: no such file (nor {path})")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    known = _KNOWN_BY_SHA.get(_h.sha256(data).hexdigest())
+    if known is None:
+        raise InputError(f"--vocab {vocab}: not cl100k_base or o200k_base (by its sha256)")
+    return known.name, data
+
+
 def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
                  impls=IMPLS, tokenizer=None, out=print, timeout: float | None = None,
-                 pretokenizer: str = "nanochat") -> list[dict]:
+                 pretokenizer: str = "nanochat", vocab: str | None = None) -> list[dict]:
     """Time every installed implementation at 1 and `threads` threads on the same
     documents and vocabulary (trained here with `pretokenizer` unless `tokenizer` is
-    given); print a table and return the rows (ROW_KEYS, plus label / error details)."""
+    given, or the published `vocab`); print a table and return the rows (ROW_KEYS, plus
+    label / error details)."""
     from .bench import cpu_model
     from ..corpora import InputError, corpus_path, read_documents
     from ..tokenizer import MAX_VOCAB
     from ..train import MIN_VOCAB
 
-    if tokenizer is None and not MIN_VOCAB < vocab_size <= MAX_VOCAB:
+    vocab_data = None
+    if vocab:
+        vocab, vocab_data = _vocab_file(vocab)
+    if tokenizer is None and vocab is None and not MIN_VOCAB < vocab_size <= MAX_VOCAB:
         raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
                          f"got {vocab_size}")
     if threads < 1:
@@ -253,10 +341,12 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     lib()                                           # a missing library fails first
     docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
     nbytes = sum(len(d) for d in docs)
-    impls = [i for i in IMPLS if i in impls]
+    impls = [i for i in (VOCAB_IMPLS if vocab else IMPLS) if i in impls]
     skipped = [i for i in impls if not installed(i)]
     impls = [i for i in impls if i not in skipped]
-    if tokenizer is None:
+    if vocab:
+        pass
+    elif tokenizer is None:
         import harness
 
         t0 = time.perf_counter()
@@ -265,8 +355,9 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
             f"(untimed): {tokenizer!r}")
     thread_counts = sorted({1, threads})
 
+    vocab_name = vocab if vocab else tokenizer.vocab_size
     out(f"encode: {corpus}, {nbytes / 1e6:.1f} MB, {len(docs)} documents, vocab "
-        f"{tokenizer.vocab_size}, threads {' and '.join(map(str, thread_counts))}, median "
+        f"{vocab_name}, threads {' and '.join(map(str, thread_counts))}, median "
         f"of {runs} run(s) in one fresh process per implementation and thread count; "
         f"CPU: {cpu_model()} ({os.cpu_count()} logical)")
     for i in skipped:
@@ -275,14 +366,21 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="asmbpe-bench-") as tmpdir:
         workdir = Path(tmpdir)
-        failed = _prepare(workdir, docs, tokenizer, impls)
+        if vocab:
+            (workdir / BLOB).write_bytes(SEP.join(docs))
+            (workdir / f"{vocab}.tiktoken").write_bytes(vocab_data)
+            failed = {}
+        else:
+            failed = _prepare(workdir, docs, tokenizer, impls)
         del docs
         reference = None
+        ref_impl = "tiktoken" if vocab else "asmbpe"
         for impl in impls:
             for t in thread_counts:
                 res = dict(error=failed[impl]) if impl in failed else \
-                    _run_worker(impl, workdir, t, runs, timeout)
-                row = dict(impl=LABELS.get(impl, impl), task="encode", corpus=corpus,
+                    _run_worker(impl, workdir, t, runs, timeout, vocab)
+                row = dict(impl=impl if vocab else LABELS.get(impl, impl), task="encode",
+                           corpus=corpus,
                            bytes=nbytes, threads=t, runs=runs, first_s=None,
                            first_mb_per_s=None, first_vs_asmbpe=None, median_s=None,
                            mb_per_s=None, tokens=None, ids_equal=None, docs_differ=None,
@@ -292,7 +390,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
                     row["error"] = res["error"]
                     rows.append(row)
                     continue
-                if impl == "asmbpe" and reference is None:
+                if impl == ref_impl and reference is None:
                     reference = res
                 median = statistics.median(res["times"])
                 first = statistics.median(res["first"])
@@ -305,12 +403,12 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
                     row["ids_equal"] = res["digest"] == reference["digest"]
                     row["docs_differ"] = sum(a != b for a, b in zip(res["doc_crcs"],
                                                                     reference["doc_crcs"]))
-                if impl in EXPECTED_TO_DIFFER:
+                if impl in EXPECTED_TO_DIFFER and not vocab:
                     row["note"] = ("it splits text with GPT-4's pattern, not asmbpe's "
                                        "pre-tokenizer: its ids are expected to differ")
                 rows.append(row)
     _ratios(rows)
-    _table(rows, out)
+    _table(rows, out, "= tiktoken" if vocab else "= asmbpe")
     return rows
 
 
@@ -324,9 +422,9 @@ def _ratios(rows: list[dict]) -> None:
                 r[ratio] = r[key] / b
 
 
-def _table(rows: list[dict], out) -> None:
+def _table(rows: list[dict], out, equal_to: str = "= asmbpe") -> None:
     head = (f"  {'impl':<26} {'threads':>7} {'first s':>8} {'MB/s':>7} {'speed/asm':>9} "
-            f"{'again s':>8} {'MB/s':>7} {'speed/asm':>9} {'tokens':>11} {'= asmbpe':>13}")
+            f"{'again s':>8} {'MB/s':>7} {'speed/asm':>9} {'tokens':>11} {equal_to:>13}")
     out(head)
     out("  " + "-" * (len(head) - 2))
     for r in rows:
@@ -366,8 +464,9 @@ def _main(argv=None) -> None:
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--runs", type=int, required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--vocab", default=None)
     a = ap.parse_args(argv)
-    worker(a.worker, a.dir, a.threads, a.runs, a.out)
+    worker(a.worker, a.dir, a.threads, a.runs, a.out, a.vocab)
 
 
 if __name__ == "__main__":
