@@ -159,3 +159,26 @@ def test_ids_equal_hf_tokenizers(tmp_path, corpus_files, corpus_texts):
         got, want = ours.encode_ordinary(doc).tolist(), tok.encode(doc).ids
         assert got == want, (_first_diff(got, want), doc[:80])
     assert isinstance(ours.encode_ordinary("x"), np.ndarray)
+
+
+def test_bench_encode_with_a_published_vocabulary(tmp_path):
+    """`asmbpe bench encode --vocab cl100k_base`: every row's ids equal tiktoken's."""
+    import json
+
+    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
+    pytest.importorskip("tiktoken")
+    from cli_util import invoke
+    from harness.corpora import available, corpora_dir
+    from harness.dev.bench_encode import installed
+
+    if "english" not in available() or not (VOCABS / "cl100k_base.tiktoken.gz").is_file():
+        pytest.skip(f"english.parquet or cl100k_base.tiktoken.gz not found ({corpora_dir()})")
+    out = tmp_path / "rows.json"
+    r = invoke("bench", "encode", "--vocab", "cl100k_base", "--limit-mb", 0.2, "--runs", 1,
+               "--threads", 2, "--json", out)
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())
+    names = [n for n in ("tiktoken", "asmbpe", "gigatoken") if installed(n)]
+    assert [(row["impl"], row["threads"]) for row in rows] == [(n, t) for n in names for t in (1, 2)]
+    assert all(row["ids_equal"] is True and row["docs_differ"] == 0 for row in rows), rows
+    assert "= tiktoken" in r.output
