@@ -182,3 +182,21 @@ def test_bench_encode_with_a_published_vocabulary(tmp_path):
     assert [(row["impl"], row["threads"]) for row in rows] == [(n, t) for n in names for t in (1, 2)]
     assert all(row["ids_equal"] is True and row["docs_differ"] == 0 for row in rows), rows
     assert "= tiktoken" in r.output
+
+
+def test_own_vocabulary_through_the_rank_encoder(corpus_files, corpus_texts):
+    """SPEC §11: for a vocabulary asmbpe trained, merge order and rank order coincide:
+    its merges given to the rank encoder (priority = merge number, no whole chunks)
+    encode every sampled document as Tokenizer.encode does (SPEC §6's encoder)."""
+    import harness
+    from harness.rank import RankEncoder
+    from harness.vocab import Vocab
+
+    docs = [d for path in corpus_files for d in corpus_texts(path)[:200]]
+    tok = harness.train(docs[::2], vocab_size=4096).tokenizer
+    tokens = tok.id_to_bytes()[:256 + tok.n_merges]
+    v = Vocab("own", tokens, tok.pretokenizer, {}, [tuple(m) for m in tok.merges.tolist()], False)
+    ours = RankEncoder(v)
+    for doc in docs:
+        got, want = ours.encode_ordinary(doc).tolist(), tok.encode(doc).tolist()
+        assert got == want, (_first_diff(got, want), doc[:80])
