@@ -164,6 +164,11 @@ int64_t asmbpe_renc_text(asmbpe_renc *e, const uint8_t *text, size_t len,
  * doc_ends[n_docs-1] ids) holds them all in document order.  Returns the ids
  * in all, or ASMBPE_EINVAL (threads 0 or > ASMBPE_MAX_THREADS, unknown pretok),
  * ASMBPE_ENOMEM, ASMBPE_ETHREAD. */
+/* the bytes of n ids (each < n_tokens) into out: returns the bytes written,
+ * ASMBPE_EINVAL for an id out of range, or -(bytes needed) - 16 when they do
+ * not fit in cap (nothing written past cap). */
+int64_t asmbpe_renc_decode(const asmbpe_renc *e, const uint32_t *ids, uint64_t n,
+                           uint8_t *out, uint64_t cap);
 int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,
                            const uint64_t *doc_ends, uint64_t n_docs,
                            uint64_t threads, uint64_t pretok, uint32_t *out,

@@ -1385,3 +1385,79 @@ rk_worker:
     pop         r12
     pop         rbx
     ret
+
+;-----------------------------------------------------------------------------
+; int64_t asmbpe_renc_decode(const asmbpe_renc *e, const uint32_t *ids,
+;                            uint64_t n, uint8_t *out, uint64_t cap)
+; The bytes of n ids (each < n_tokens) one after another into out: returns
+; the bytes written, or ASMBPE_EINVAL (an id out of range: nothing is
+; promised about out) or -(bytes needed) - 16 when they exceed cap (nothing
+; written past cap).  Tokens are copied 16 bytes at a time where 16 bytes
+; of room are left, byte by byte near the end.
+;-----------------------------------------------------------------------------
+FUNC asmbpe_renc_decode, 5, 15, 0, e, ids, n, out, cap
+    mov         r12, idsq
+    mov         r13, nq
+    mov         r14, outq
+    mov         r15, capq
+    mov         r9, [eq + renc.tokoff]
+    mov         r10, [eq + renc.tokbytes]
+    mov         r11, [eq + renc.ntok]
+    xor         eax, eax                        ; bytes written
+    xor         ebx, ebx                        ; ids done
+    lea         rbp, [r14 + r15]                ; the room's end
+.next:
+    cmp         rbx, r13
+    jae         .done
+    mov         ecx, [r12 + rbx * 4]
+    inc         rbx
+    cmp         rcx, r11
+    jae         .bad
+    mov         rdx, [r9 + rcx * 8]             ; its bytes
+    mov         rcx, [r9 + rcx * 8 + 8]
+    sub         rcx, rdx                        ; its length
+    add         rdx, r10
+    lea         rdi, [r14 + rax]                ; where they go
+    add         rax, rcx
+    cmp         rax, r15
+    ja          .over
+.copy:
+    lea         rsi, [rdi + 16]
+    cmp         rsi, rbp
+    ja          .bytes
+    vmovdqu     xmm0, [rdx]                     ; (the token table has PAD
+    vmovdqu     [rdi], xmm0                     ; after its bytes)
+    cmp         rcx, 16
+    jbe         .next
+    add         rdx, 16
+    add         rdi, 16
+    sub         rcx, 16
+    jmp         .copy
+.bytes:
+    test        rcx, rcx
+    jz          .next
+    mov         sil, [rdx]
+    mov         [rdi], sil
+    inc         rdx
+    inc         rdi
+    dec         rcx
+    jmp         .bytes
+.over:                                          ; count what is needed
+    cmp         rbx, r13
+    jae         .need
+    mov         ecx, [r12 + rbx * 4]
+    inc         rbx
+    cmp         rcx, r11
+    jae         .bad
+    add         rax, [r9 + rcx * 8 + 8]
+    sub         rax, [r9 + rcx * 8]
+    jmp         .over
+.need:
+    neg         rax
+    sub         rax, 16
+.done:
+    RET
+.bad:
+    mov         rax, ASMBPE_EINVAL
+    RET
+ENDFUNC

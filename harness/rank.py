@@ -143,15 +143,36 @@ class RankEncoder:
             start = end - found[1]
 
     def decode_bytes(self, ids) -> bytes:
-        """The bytes of ids: each token's bytes, a special's text; ValueError for an id
-        that is neither."""
-        tokens, special = self.vocab.tokens, self._special_text
-        out = []
-        for i in np.asarray(ids).tolist():
-            if 0 <= i < len(tokens):
-                out.append(tokens[i])
-            elif i in special:
-                out.append(special[i])
-            else:
-                raise ValueError(f"id {i} is not a token of {self.vocab.name}")
-        return b"".join(out)
+        """The bytes of ids: each token's bytes (the library's asmbpe_renc_decode), a
+        special's text; ValueError for an id that is neither."""
+        arr = np.asarray(ids)
+        if arr.size and (arr.min() < 0 or arr.max() >= len(self.vocab.tokens)):
+            out, start = [], 0              # specials (or bad ids) cut the run
+            flat = arr.ravel().tolist()
+            for k, i in enumerate(flat):
+                if not 0 <= i < len(self.vocab.tokens):
+                    if i not in self._special_text:
+                        raise ValueError(f"id {i} is not a token of {self.vocab.name}")
+                    out += [self._decode_tokens(np.asarray(flat[start:k], dtype=np.uint32)),
+                            self._special_text[i]]
+                    start = k + 1
+            out.append(self._decode_tokens(np.asarray(flat[start:], dtype=np.uint32)))
+            return b"".join(out)
+        return self._decode_tokens(np.ascontiguousarray(arr.ravel(), dtype=np.uint32))
+
+    def _decode_tokens(self, ids: np.ndarray) -> bytes:
+        """The bytes of ids, every one a token (< n_tokens), through the library."""
+        if not ids.size:
+            return b""
+        L = lib()
+        cap = 4 * ids.size + 64
+        for _ in range(2):
+            out = np.empty(cap, dtype=np.uint8)
+            got = L.asmbpe_renc_decode(self._handle, ffi.from_buffer("uint32_t[]", ids),
+                                       ids.size, ffi.from_buffer("uint8_t[]", out), cap)
+            if got >= 0:
+                return out[:got].tobytes()
+            if got == -1:
+                raise ValueError(f"an id is not a token of {self.vocab.name}")
+            cap = -(got + 16)               # -(needed) - 16: the exact size
+        raise RuntimeError("asmbpe_renc_decode: the size it asked for did not fit")

@@ -30,6 +30,12 @@ def test_renc_text_checkasm():
                                out=lines.append), "\n".join(lines)
 
 
+def test_renc_decode_checkasm():
+    lines: list[str] = []
+    assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_decode", out=lines.append), \
+        "\n".join(lines)
+
+
 def test_renc_encode_checkasm():
     lines: list[str] = []
     assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_encode", out=lines.append), \

@@ -841,6 +841,41 @@ def check_renc_text(ctx: Ctx) -> None:
     arena.close()
 
 
+@register("asmbpe_renc_decode")
+def check_renc_decode(ctx: Ctx) -> None:
+    """Random id lists (0..300 ids) back to bytes against the token table, with room
+    to spare, exactly enough (the byte-by-byte end), too little (the size asked for,
+    nothing written past cap), and an id out of range."""
+    for v_name, v in _rank_vocabs(ctx.rng):
+        enc = _renc_new(ctx, v)
+        for k in range(120):
+            n = k if k < 60 else ctx.rng.randrange(0, 301)
+            ids = np.array([ctx.rng.randrange(len(v.tokens)) for _ in range(n)], dtype=np.uint32)
+            want = b"".join(v.tokens[i] for i in ids.tolist())
+            for room, what in ((len(want) + 40, "room to spare"), (len(want), "exact room"),
+                               (max(len(want) - 1, 0), "one byte short")):
+                case = f"{v_name}: {n} ids, {what}"
+                ctx.on(case)
+                full = np.full(room + 64, 0x99, dtype=np.uint8)
+                got = ctx.call("asmbpe_renc_decode", enc, ffi.from_buffer("uint32_t[]", ids), n,
+                               ffi.from_buffer("uint8_t[]", full[32:]), room)
+                got = got - (1 << 64) if got >= 1 << 63 else got
+                if room >= len(want):
+                    if got != len(want) or full[32:32 + got].tobytes() != want:
+                        ctx.fail(f"asmbpe_renc_decode: {case}: {got} bytes, want {len(want)}")
+                elif got != -len(want) - 16:
+                    ctx.fail(f"asmbpe_renc_decode: {case}: gave {got}, want {-len(want) - 16}")
+                if np.any(full[:32] != 0x99) or np.any(full[32 + room:] != 0x99):
+                    ctx.fail(f"asmbpe_renc_decode: {case}: wrote outside out[0..cap)")
+        ctx.on(f"{v_name}: an id out of range")
+        bad = np.array([0, len(v.tokens)], dtype=np.uint32)
+        out = np.zeros(256, dtype=np.uint8)
+        if ctx.call("asmbpe_renc_decode", enc, ffi.from_buffer("uint32_t[]", bad), 2,
+                    ffi.from_buffer("uint8_t[]", out), 256) != (1 << 64) - 1:
+            ctx.fail("asmbpe_renc_decode: an id out of range was not refused")
+        ctx.call("asmbpe_renc_free", enc)
+
+
 @register("asmbpe_renc_encode")
 def check_renc_encode(ctx: Ctx) -> None:
     """Documents on 1, 2, 3 and 8 threads (each claiming the next, its ids in its own

@@ -529,6 +529,24 @@ def bench_renc_encode(env: Env) -> list[Case]:
                  after=lambda: L.asmbpe_renc_free(e))]
 
 
+@bench("asmbpe_renc_decode")
+def bench_renc_decode(env: Env) -> list[Case]:
+    """The ids of 16 KB of text back to bytes."""
+    n = 1 << 14
+    L = env.L
+    e, t = _rank_encoder(env)
+    sets, keep = [], [t]
+    for k in range(2):
+        buf = Padded(env.slice(k, n))
+        ids = np.zeros(n, dtype=np.uint32)
+        got = L.asmbpe_renc_text(e, buf.ptr, n, 2, ffi.from_buffer("uint32_t[]", ids), n)
+        out = np.zeros(n + 64, dtype=np.uint8)
+        sets.append([_ptr(e), _ptr(ids), got, _ptr(out), len(out)])
+        keep += [buf, ids, out]
+    return [Case(f"asmbpe_renc_decode {n >> 10} KB", "asmbpe_renc_decode", sets, n, keep=keep,
+                 after=lambda: L.asmbpe_renc_free(e))]
+
+
 @bench("asmbpe_mapped_peak")
 def bench_mapped_peak(env: Env) -> list[Case]:
     return [Case("asmbpe_mapped_peak", "asmbpe_mapped_peak", [[0]], per_sample=16)]
