@@ -1,6 +1,8 @@
-"""The tokenizer: its vocabulary layout (SPEC §5) and `tokenizer.bin` (SPEC §7).
+"""The tokenizer: its vocabulary layout (SPEC §5) and `tokenizer.bin` (SPEC §7, §11).
 
-This module is the one place that knows the file format. All integers little-endian:
+This module is the one place that knows the file format (docs/FORMATS.md spells out
+both versions byte by byte). All integers little-endian. Version 1, asmbpe's own
+tokenizers (merges, u16 ids):
 
     0   8 bytes  magic "ASMBPETK"
     8   u16      format version (1)
@@ -11,6 +13,46 @@ This module is the one place that knows the file format. All integers little-end
     20  u32      n_special (16)
     24  u64      FNV-1a-64 hash of the merge table bytes
     32  u32 x n_merges: left id in bits 0-15, right id in bits 16-31
+
+Version 2, a loaded vocabulary (SPEC §11: a tiktoken ranks file or a tokenizer.json;
+`harness.loaded.LoadedTokenizer`), a 64-byte header then the body:
+
+    0   8 bytes  magic "ASMBPETK"
+    8   u16      format version (2)
+    10  u16      pre-tokenizer id (as in version 1)
+    12  u32      n_tokens: ordinary tokens, ids 0 .. n_tokens - 1 (at least 256)
+    16  u32      n_merges (0 unless flags bit 1)
+    20  u32      n_special
+    24  u64      identity hash: blake2b, 8-byte digest, read as a little-endian u64,
+                 of the pre-tokenizer id (u16) and flags (u32) followed by the body
+                 from offset 64 up to (not including) the name
+    32  u64      token_bytes: the length of all token bytes together
+    40  u32      special_bytes: the length of all special names together
+    44  u32      flags: bit 0 whole_chunk (a chunk that is a token is that token),
+                 bit 1 merges (tokenizer.json: merge priorities; else tiktoken ranks)
+    48  u32      name_len: the length of the name (UTF-8)
+    52  12 bytes reserved (0)
+    64  u64 x (n_tokens + 1)   token offsets: token i is bytes offset[i] .. offset[i+1]
+                               of the token bytes; offset[0] = 0, each token at least
+                               one byte, offset[n_tokens] = token_bytes
+        token_bytes bytes      the tokens' bytes, in id order
+        (u32 id, u32 length) x n_special   specials in increasing id order
+        special_bytes bytes    their names (UTF-8), in the same order
+        (u32 left, u32 right) x n_merges   merges in priority order (flags bit 1)
+        name_len bytes         the vocabulary's name (display only, not hashed)
+
+Rules version 2 adds (each refused with TokenizerFileError naming offset and problem):
+every token distinct; all 256 single bytes are tokens; a special's id is not 0xFFFFFFFF,
+is not an ordinary token's id unless that token's bytes are the special's name (a
+tokenizer.json may keep its specials in its vocab), and names are non-empty, distinct,
+UTF-8; a merge's two ids are tokens and their bytes together are a token; the file is
+exactly as long as the header says (no trailing bytes); the hash matches. The identity
+hash is what `Tokenizer.merges_hash` gives for a loaded vocabulary and what `.tok`
+files written with it record.
+
+`Tokenizer.load` / `from_bytes` read both versions (the version field decides);
+`save` writes version 1 for asmbpe's own tokenizers (unchanged) and version 2 for
+loaded vocabularies.
 
 Vocabulary: ids 0..255 are the bytes, merge i makes id 256 + i, and the 16 specials
 are the top ids, vocab_size - 16 .. vocab_size - 1, in the order of `SPECIALS`. So
@@ -42,6 +84,8 @@ from .pretokenizers import PRETOKENIZERS, resolve
 __all__ = [
     "MAGIC", "VERSION", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
     "SPECIALS", "MASKBIT", "CHAT_ROLES", "fnv1a64", "TokenizerFileError", "Tokenizer",
+    "VERSION_LOADED", "HEADER2_SIZE", "identity_hash", "v2_body", "v2_image", "parse_v2",
+    "split_specials", "insert_per_document",
 ]
 
 MAGIC = b"ASMBPETK"
@@ -210,6 +254,82 @@ class Tokenizer:
         return len(self._merges)
 
     @property
+    def n_vocab(self) -> int:
+        """One more than the highest id (tiktoken's name): vocab_size."""
+        return self.vocab_size
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The ids' numpy dtype: uint16 when every id (specials included) is below
+        65535, else uint32 (SPEC §11). asmbpe's own tokenizers: always uint16."""
+        return np.dtype(np.uint16)
+
+    @property
+    def name(self) -> str:
+        """What the tokenizer is called in messages: "asmbpe" for asmbpe's own."""
+        return "asmbpe"
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether this is a loaded vocabulary (tiktoken ranks, tokenizer.json), not one
+        asmbpe trained."""
+        return False
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """specials under tiktoken's name for them."""
+        return self.specials
+
+    @property
+    def bos_id(self):
+        """The id of <|bos|>, which `bos=True`, `encode_document` and `render_chat`
+        put first."""
+        return self.special_id("<|bos|>")
+
+    def describe(self) -> list[str]:
+        """Lines that say what the tokenizer is (`asmbpe show` and `stats` print them
+        for loaded vocabularies)."""
+        return [f"vocabulary       {self.name} ({self.vocab_size:,} ids, "
+                f"{self.n_merges:,} merges)",
+                f"pre-tokenizer    {resolve(self.pretokenizer)}",
+                "specials         " + ", ".join(f"{n} {i}" for n, i in self.specials.items()),
+                f"ids              {self.dtype.name}"]
+
+    # -- loaded vocabularies (SPEC §11): harness.loaded.LoadedTokenizer
+
+    @classmethod
+    def from_tiktoken(cls, path, pretokenizer=None, special_tokens=None) -> "Tokenizer":
+        """A tokenizer for a tiktoken ranks file (.tiktoken, or gzip-compressed):
+        cl100k_base and o200k_base are recognised (by the sha256 of the decompressed
+        file) with their pattern and specials; any other file needs `pretokenizer`
+        (never guessed). `special_tokens` (name -> id) overrides the specials. Encodes
+        through harness.rank.RankEncoder; ids in `dtype`."""
+        from .loaded import LoadedTokenizer
+        from .vocab import from_tiktoken
+        return LoadedTokenizer(from_tiktoken(path, pretokenizer, special_tokens))
+
+    @classmethod
+    def from_hf(cls, path) -> "Tokenizer":
+        """A tokenizer for a Hugging Face tokenizer.json (byte-level BPE; the
+        pre-tokenizers harness.vocab.from_hf accepts; ignore_merges honoured)."""
+        from .loaded import LoadedTokenizer
+        from .vocab import from_hf
+        return LoadedTokenizer(from_hf(path))
+
+    @classmethod
+    def named(cls, name: str, path) -> "Tokenizer":
+        """A known tiktoken encoding ("cl100k_base", "o200k_base") from its ranks file at
+        path; ValueError when the file is not that encoding."""
+        from .vocab import KNOWN_ENCODINGS
+        if name not in KNOWN_ENCODINGS:
+            raise ValueError(f"unknown encoding {name!r}; the known ones are "
+                             f"{', '.join(KNOWN_ENCODINGS)}")
+        tok = cls.from_tiktoken(path)
+        if tok.name != name:
+            raise ValueError(f"{path}: is not {name} (its sha256 is not {name}'s)")
+        return tok
+
+    @property
     def specials(self) -> dict[str, int]:
         """Special token name -> id (the top 16 ids, SPEC §5)."""
         base = self._vocab_size - N_SPECIAL
@@ -245,12 +365,22 @@ class Tokenizer:
     # -- encoding (SPEC §6); every path goes through harness.encoder.encode_many
 
     def encode_many(self, docs, threads: int | None = None, *, bos: bool = False,
-                    cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                    cache: bool = True, allowed_special=()) -> tuple[np.ndarray, np.ndarray]:
         """Encode a list of documents (str as UTF-8, surrogates passed through, or
         bytes-like) in one call: (every document's tokens concatenated in order, uint16;
-        the token count of each document, uint64). bos: prefix each with <|bos|>."""
+        the token count of each document, uint64). bos: prefix each with <|bos|>.
+        allowed_special: names of specials (or "all") whose text becomes their id, as
+        tiktoken's; by default special text is ordinary text."""
         from . import encoder
         from .buffers import TextBatch
+
+        if allowed_special:
+            specials = allowed_specials(self, allowed_special)
+            datas = [_doc_bytes(d, k) for k, d in enumerate(docs)]
+            ids, counts = encode_with_specials(self, datas, specials, threads, self.dtype)
+            if bos:
+                ids, counts = insert_per_document(ids, counts, self.bos_id, "start")
+            return ids, counts
 
         if isinstance(docs, TextBatch):
             data = docs
@@ -261,9 +391,12 @@ class Tokenizer:
                 _doc_bytes(doc, k) for k, doc in enumerate(docs)]
         return encoder.encode_many(self, data, threads, bos=bos, cache=cache)
 
-    def encode(self, text, *, bos: bool = False, cache: bool = True) -> np.ndarray:
-        """The tokens (uint16) of one str or bytes; bos: prefix <|bos|>."""
-        tokens, _ = self.encode_many([text], bos=bos, cache=cache)
+    def encode(self, text, allowed_special=(), *, bos: bool = False,
+               cache: bool = True) -> np.ndarray:
+        """The tokens (`dtype`) of one str or bytes; bos: prefix <|bos|>;
+        allowed_special: as tiktoken's (special text is ordinary text by default)."""
+        tokens, _ = self.encode_many([text], bos=bos, cache=cache,
+                                     allowed_special=allowed_special)
         return tokens
 
     def encode_document(self, text) -> np.ndarray:
@@ -271,9 +404,10 @@ class Tokenizer:
         return self.encode(text, bos=True)
 
     def encode_batch(self, docs, threads: int | None = None, *,
-                     bos: bool = False) -> list[np.ndarray]:
-        """The tokens of each document, one uint16 array each (views into one array)."""
-        tokens, counts = self.encode_many(docs, threads, bos=bos)
+                     bos: bool = False, allowed_special=()) -> list[np.ndarray]:
+        """The tokens of each document, one array each (views into one array)."""
+        tokens, counts = self.encode_many(docs, threads, bos=bos,
+                                          allowed_special=allowed_special)
         ends = np.cumsum(counts, dtype=np.int64)
         return [tokens[e - c:e] for e, c in zip(ends.tolist(), counts.tolist())]
 
@@ -385,6 +519,9 @@ class Tokenizer:
     def from_bytes(cls, data, name: str = "tokenizer.bin") -> "Tokenizer":
         """Parse and validate a tokenizer.bin image; `name` is used in error messages."""
         data = bytes(data)
+        if _version_of(data) == VERSION_LOADED:
+            from .loaded import LoadedTokenizer
+            return LoadedTokenizer(parse_v2(data, name))
         head = _check_header(data[:HEADER_SIZE], len(data), name)
         return cls._from_table(data[HEADER_SIZE:], head, name)
 
@@ -396,6 +533,9 @@ class Tokenizer:
         with open(path, "rb") as f:
             file_len = os.fstat(f.fileno()).st_size
             header = f.read(HEADER_SIZE)
+            if _version_of(header) == VERSION_LOADED:
+                from .loaded import LoadedTokenizer
+                return LoadedTokenizer(parse_v2(header + f.read(), name))
             head = _check_header(header, file_len, name)
             table = f.read(4 * head.n_merges + 1)
         if len(table) != 4 * head.n_merges:     # the file changed under us
@@ -454,7 +594,7 @@ def _check_header(header: bytes, file_len: int, name: str) -> _Header:
     if version != VERSION:
         raise TokenizerFileError(name, OFF_VERSION,
                                  f"bad format version {version} at offset {OFF_VERSION}, "
-                                 f"expected {VERSION}")
+                                 f"expected {VERSION} or {VERSION_LOADED}")
     if pretok not in {p.id for p in PRETOKENIZERS}:
         known = ", ".join(str(p) for p in PRETOKENIZERS)
         raise TokenizerFileError(name, OFF_PRETOK,
@@ -475,3 +615,293 @@ def _check_header(header: bytes, file_len: int, name: str) -> _Header:
                                  f"bad vocab_size at offset {OFF_VOCAB}: "
                                  + _check_counts(vocab_size, n_merges, n_special))
     return _Header(vocab_size, n_merges, stored_hash, pretok)
+
+
+# --------------------------------------------------------------- tokenizer.bin version 2
+
+VERSION_LOADED = 2
+HEADER2_SIZE = 64
+NO_ID = 0xFFFFFFFF              # never an id (u32 ids)
+V2_WHOLE_CHUNK = 1              # flags bit 0
+V2_MERGES = 2                   # flags bit 1
+V2_KNOWN_FLAGS = V2_WHOLE_CHUNK | V2_MERGES
+# magic, version, pretok, n_tokens, n_merges, n_special, hash, token_bytes,
+# special_bytes, flags, name_len, reserved
+_HEADER2 = struct.Struct("<8sHHIIIQQIII12s")
+assert _HEADER2.size == HEADER2_SIZE
+(V2_OFF_NTOKENS, V2_OFF_NMERGES, V2_OFF_NSPECIAL, V2_OFF_HASH, V2_OFF_TOKEN_BYTES,
+ V2_OFF_SPECIAL_BYTES, V2_OFF_FLAGS, V2_OFF_NAME_LEN, V2_OFF_RESERVED) = (
+    12, 16, 20, 24, 32, 40, 44, 48, 52)
+
+
+def identity_hash(pretok: int, flags: int, body: bytes) -> int:
+    """The identity hash of a version-2 file: blake2b with an 8-byte digest, read as a
+    little-endian u64, of the pre-tokenizer id (u16), the flags (u32) and the body
+    without the name."""
+    import hashlib
+    h = hashlib.blake2b(struct.pack("<HI", pretok, flags), digest_size=8)
+    h.update(body)
+    return int.from_bytes(h.digest(), "little")
+
+
+def v2_flags(vocab) -> int:
+    return ((V2_WHOLE_CHUNK if vocab.whole_chunk else 0)
+            | (V2_MERGES if vocab.merges is not None else 0))
+
+
+def v2_body(vocab) -> bytes:
+    """The hashed part of a version-2 file for a harness.vocab.Vocab: token offsets,
+    token bytes, specials (by id), special names, merges. Same vocabulary, same bytes."""
+    lengths = np.fromiter((len(t) for t in vocab.tokens), dtype=np.uint64,
+                          count=len(vocab.tokens))
+    offsets = np.zeros(len(vocab.tokens) + 1, dtype="<u8")
+    np.cumsum(lengths, out=offsets[1:])
+    specials = sorted((i, name.encode("utf-8")) for name, i in vocab.specials.items())
+    entries = np.array([(i, len(n)) for i, n in specials], dtype="<u4").reshape(-1, 2)
+    merges = np.array(vocab.merges or [], dtype="<u4").reshape(-1, 2)
+    return b"".join([offsets.tobytes(), *vocab.tokens, entries.tobytes(),
+                     *(n for _, n in specials), merges.tobytes()])
+
+
+def v2_image(vocab, body: bytes | None = None) -> bytes:
+    """The tokenizer.bin version-2 image of a Vocab (module doc)."""
+    from .pretokenizers import resolve as _resolve
+    body = v2_body(vocab) if body is None else body
+    name = vocab.name.encode("utf-8")
+    flags = v2_flags(vocab)
+    pretok = _resolve(vocab.pretokenizer).id
+    header = _HEADER2.pack(MAGIC, VERSION_LOADED, pretok,
+                           len(vocab.tokens), len(vocab.merges or ()), len(vocab.specials),
+                           identity_hash(pretok, flags, body), sum(map(len, vocab.tokens)),
+                           sum(len(n.encode("utf-8")) for n in vocab.specials), flags,
+                           len(name), bytes(12))
+    return header + body + name
+
+
+def parse_v2(data: bytes, name: str):
+    """The harness.vocab.Vocab of a version-2 image; TokenizerFileError (offset,
+    problem) for every bad file (module doc)."""
+    from .vocab import Vocab
+
+    def fail(offset: int, problem: str):
+        raise TokenizerFileError(name, offset, f"{problem} (at offset {offset})")
+
+    if len(data) < HEADER2_SIZE:
+        fail(len(data), f"file too short: {len(data)} bytes, the version-2 header alone "
+                        f"is {HEADER2_SIZE}")
+    (_, _, pretok, n_tokens, n_merges, n_special, stored_hash, token_bytes, special_bytes,
+     flags, name_len, reserved) = _HEADER2.unpack(data[:HEADER2_SIZE])
+    if pretok not in {p.id for p in PRETOKENIZERS}:
+        known = ", ".join(str(p) for p in PRETOKENIZERS)
+        fail(OFF_PRETOK, f"unknown pre-tokenizer id {pretok}, expected one of {known}")
+    if flags & ~V2_KNOWN_FLAGS:
+        fail(V2_OFF_FLAGS, f"unknown flags 0x{flags:08x} (bit 0 whole_chunk and bit 1 "
+                           "merges are defined)")
+    if any(reserved):
+        fail(V2_OFF_RESERVED + next(k for k, b in enumerate(reserved) if b),
+             "reserved bytes 52..63 must be 0")
+    if n_tokens < N_BYTES:
+        fail(V2_OFF_NTOKENS, f"bad n_tokens {n_tokens}: a vocabulary holds at least the "
+                             f"{N_BYTES} single bytes")
+    if n_merges and not flags & V2_MERGES:
+        fail(V2_OFF_NMERGES, f"bad n_merges {n_merges}: a rank vocabulary (flags bit 1 "
+                             "clear) has no merges")
+    if token_bytes < n_tokens:
+        fail(V2_OFF_TOKEN_BYTES, f"bad token_bytes {token_bytes}: {n_tokens} tokens of at "
+                                 "least one byte need more")
+    if special_bytes < n_special:
+        fail(V2_OFF_SPECIAL_BYTES, f"bad special_bytes {special_bytes}: {n_special} names "
+                                   "of at least one byte need more")
+    o_offsets = HEADER2_SIZE
+    o_tokens = o_offsets + 8 * (n_tokens + 1)
+    o_specials = o_tokens + token_bytes
+    o_names = o_specials + 8 * n_special
+    o_merges = o_names + special_bytes
+    o_name = o_merges + 8 * n_merges
+    expected = o_name + name_len
+    if len(data) < expected:
+        fail(len(data), f"file truncated: the header's counts (n_tokens at {V2_OFF_NTOKENS}, "
+                        f"token_bytes at {V2_OFF_TOKEN_BYTES}, n_special, special_bytes, "
+                        f"n_merges, name_len) need {expected} bytes, the file is "
+                        f"{len(data)} bytes")
+    if len(data) > expected:
+        fail(expected, f"trailing bytes: the file is {len(data)} bytes, the header's counts "
+                       f"say {expected}")
+
+    # tokens
+    offsets = np.frombuffer(data, dtype="<u8", count=n_tokens + 1, offset=o_offsets)
+    if offsets[0] != 0:
+        fail(o_offsets, f"token offset 0 is {int(offsets[0])}, must be 0")
+    steps = np.diff(offsets.astype(np.int64)) if n_tokens else np.zeros(0, np.int64)
+    big = offsets > token_bytes
+    if big.any():
+        i = int(np.argmax(big))
+        fail(o_offsets + 8 * i, f"token offset {i} is {int(offsets[i])}, out of range "
+                                f"(token_bytes {token_bytes})")
+    if (steps <= 0).any():
+        i = int(np.argmax(steps <= 0))
+        fail(o_offsets + 8 * (i + 1), f"token {i} is empty or its offsets decrease "
+                                      f"({int(offsets[i])} .. {int(offsets[i + 1])})")
+    if int(offsets[-1]) != token_bytes:
+        fail(o_offsets + 8 * n_tokens, f"last token offset {int(offsets[-1])} != "
+                                       f"token_bytes {token_bytes}")
+    blob = data[o_tokens:o_specials]
+    bounds = offsets.tolist()
+    tokens = [blob[a:b] for a, b in zip(bounds, bounds[1:])]
+    index: dict[bytes, int] = {}
+    for i, t in enumerate(tokens):
+        j = index.setdefault(t, i)
+        if j != i:
+            fail(o_tokens + bounds[i], f"duplicate token: id {i} has the bytes {t[:40]!r} "
+                                       f"of id {j}")
+    for b in range(N_BYTES):
+        if bytes([b]) not in index:
+            fail(o_tokens, f"byte 0x{b:02x} is not a token (a vocabulary holds all "
+                           f"{N_BYTES} single bytes)")
+
+    # specials
+    entries = np.frombuffer(data, dtype="<u4", count=2 * n_special,
+                            offset=o_specials).reshape(n_special, 2).tolist()
+    if sum(n for _, n in entries) != special_bytes:
+        fail(V2_OFF_SPECIAL_BYTES, f"special name lengths add up to "
+                                   f"{sum(n for _, n in entries)}, special_bytes is "
+                                   f"{special_bytes}")
+    specials: dict[str, int] = {}
+    at, prev = o_names, -1
+    for k, (i, n) in enumerate(entries):
+        where = o_specials + 8 * k
+        raw = data[at:at + n]
+        if n == 0:
+            fail(where + 4, f"special {k} has an empty name")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            fail(at, f"special {k}'s name {raw[:40]!r} is not UTF-8")
+        if i == NO_ID:
+            fail(where, f"special {text!r} has id 0x{NO_ID:08x}, which is never an id")
+        if i <= prev:
+            fail(where, f"special {text!r} has id {i}, not above the previous special's "
+                        f"{prev} (specials are stored in increasing id order, each id once)")
+        if i < n_tokens and tokens[i] != raw:
+            fail(where, f"special {text!r} has id {i}, which is the ordinary token "
+                        f"{tokens[i][:40]!r}")
+        if text in specials:
+            fail(at, f"special name {text!r} repeats (ids {specials[text]} and {i})")
+        specials[text] = i
+        at += n
+        prev = i
+
+    # merges
+    merges = None
+    if flags & V2_MERGES:
+        pairs = np.frombuffer(data, dtype="<u4", count=2 * n_merges,
+                              offset=o_merges).reshape(n_merges, 2)
+        big = pairs >= n_tokens
+        if big.any():
+            k = int(np.argmax(big.any(axis=1)))
+            side = 0 if big[k, 0] else 1
+            fail(o_merges + 8 * k + 4 * side, f"merge {k} references id "
+                                              f"{int(pairs[k, side])}, not a token "
+                                              f"(n_tokens {n_tokens})")
+        merges = [(a, b) for a, b in pairs.tolist()]
+        for k, (a, b) in enumerate(merges):
+            if tokens[a] + tokens[b] not in index:
+                fail(o_merges + 8 * k, f"merge {k} ({a}, {b}) makes "
+                                       f"{(tokens[a] + tokens[b])[:40]!r}, not a token")
+
+    try:
+        vocab_name = data[o_name:expected].decode("utf-8")
+    except UnicodeDecodeError:
+        fail(o_name, "the name is not UTF-8")
+    actual = identity_hash(pretok, flags, data[HEADER2_SIZE:o_name])
+    if actual != stored_hash:
+        fail(V2_OFF_HASH, f"hash mismatch: the header says 0x{stored_hash:016x}, the body "
+                          f"hashes to 0x{actual:016x}")
+    return Vocab(name=vocab_name, tokens=tokens, pretokenizer=resolve(pretok).name,
+                 specials=specials, merges=merges, whole_chunk=bool(flags & V2_WHOLE_CHUNK))
+
+
+def _version_of(head: bytes):
+    """The version field of a file that starts with the magic, or None when too short."""
+    if len(head) < OFF_VERSION + 2 or head[:len(MAGIC)] != MAGIC:
+        return None
+    return struct.unpack_from("<H", head, OFF_VERSION)[0]
+
+
+# ------------------------------------------------------------------- special tokens
+
+def split_specials(data: bytes, specials: list[tuple[bytes, int]]) -> list:
+    """data cut at the allowed specials' text: a list of bytes (ordinary text) and ints
+    (special ids), in order. The leftmost special wins; where two start at the same
+    place, the longer one (as harness.rank.RankEncoder.encode)."""
+    parts: list = []
+    start = 0
+    while True:
+        found = None                          # (position, -length, id)
+        for s, i in specials:
+            at = data.find(s, start)
+            if at >= 0 and (found is None or (at, -len(s)) < found[:2]):
+                found = (at, -len(s), i)
+        end = found[0] if found is not None else len(data)
+        if end > start:
+            parts.append(data[start:end])
+        if found is None:
+            return parts
+        parts.append(found[2])
+        start = end - found[1]
+
+
+def allowed_specials(tokenizer, allowed_special) -> list[tuple[bytes, int]]:
+    """(text bytes, id) of the allowed specials: "all", or an iterable of names;
+    ValueError for a name that is not one of the tokenizer's specials."""
+    table = tokenizer.specials
+    if isinstance(allowed_special, str):
+        names = list(table) if allowed_special == "all" else [allowed_special]
+    else:
+        names = list(allowed_special)
+    for n in names:
+        if n not in table:
+            raise ValueError(f"{n!r} is not a special token of this tokenizer (its specials: "
+                             f"{', '.join(table) or 'none'})")
+    return [(n.encode("utf-8"), table[n]) for n in names]
+
+
+def encode_with_specials(tokenizer, docs: list[bytes], specials, threads, dtype):
+    """(ids, counts) of docs where the allowed specials' text becomes their ids and the
+    pieces between are encoded as ordinary text, in one encode_many call."""
+    cut = [split_specials(d, specials) for d in docs]
+    texts = [p for parts in cut for p in parts if isinstance(p, bytes)]
+    ids, counts = tokenizer.encode_many(texts, threads) if texts else (
+        np.zeros(0, dtype), np.zeros(0, np.uint64))
+    ends = np.cumsum(counts, dtype=np.int64).tolist()
+    out, doc_counts, k = [], [], 0
+    for parts in cut:
+        n = 0
+        for p in parts:
+            if isinstance(p, bytes):
+                piece = ids[ends[k] - int(counts[k]):ends[k]]
+                k += 1
+            else:
+                piece = np.array([p], dtype=dtype)
+            out.append(piece)
+            n += len(piece)
+        doc_counts.append(n)
+    tokens = np.concatenate(out).astype(dtype, copy=False) if out else np.zeros(0, dtype)
+    return tokens, np.array(doc_counts, dtype=np.uint64)
+
+
+def insert_per_document(ids: np.ndarray, counts: np.ndarray, token: int, at: str = "start"):
+    """(ids with `token` inserted at each document's start or end, counts + 1): ids are
+    the documents' ids concatenated, counts each one's length."""
+    if at not in ("start", "end"):
+        raise ValueError(f"at must be 'start' or 'end', got {at!r}")
+    n = len(counts)
+    c = np.asarray(counts, dtype=np.int64)
+    firsts = np.concatenate(([0], np.cumsum(c)[:-1])) if n else np.zeros(0, np.int64)
+    pos = firsts + np.arange(n) + (c if at == "end" else 0)
+    out = np.empty(len(ids) + n, dtype=ids.dtype)
+    keep = np.ones(len(out), dtype=bool)
+    keep[pos] = False
+    out[keep] = ids
+    out[pos] = token
+    return out, (c + 1).astype(np.uint64)

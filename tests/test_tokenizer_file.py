@@ -195,7 +195,8 @@ def test_reject_bad_magic(tmp_path):
 
 
 def test_reject_bad_version(tmp_path):
-    rejected(tmp_path, craft(GOOD, version=2), "version", 8)
+    # (version 2 is the loaded-vocabulary layout: tests/test_formats_v2.py)
+    rejected(tmp_path, craft(GOOD, version=3), "version", 8)
     rejected(tmp_path, craft(GOOD, version=0), "version", 8)
 
 
