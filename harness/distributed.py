@@ -259,13 +259,16 @@ def _tokenizer(tok_bytes: bytes):
 
 
 def encode_shard(path: str, tok_bytes: bytes, out: str, *, chat=False, separator=None,
-                 batch_bytes: int = 8 << 20, threads=None, threads_map=None) -> dict:
-    """Encode one file into the .tok file `out` (atomic); its counts."""
+                 batch_bytes: int = 8 << 20, threads=None, threads_map=None,
+                 doc_token="default", doc_token_at="start") -> dict:
+    """Encode one file into the .tok file `out` (atomic); its counts. tok_bytes:
+    tokenizer.bin, version 1 or 2 (a loaded vocabulary)."""
     from .pipeline import encode_to_tok
 
     tok = _tokenizer(tok_bytes)
     s = encode_to_tok(tok, [path], out, chat=chat, threads=_my_threads(threads, threads_map),
-                      separator=separator, batch_bytes=batch_bytes)
+                      separator=separator, batch_bytes=batch_bytes, doc_token=doc_token,
+                      doc_token_at=doc_token_at)
     return dict(tokens=s.tokens, documents=s.documents, source_bytes=s.source_bytes,
                 special_tokens=s.special_tokens)
 
@@ -298,7 +301,8 @@ def shard_name(index: int, path) -> str:
 
 
 def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separator=None,
-                   threads=None, batch_bytes: int = 8 << 20, progress=None) -> ShardSummary:
+                   threads=None, batch_bytes: int = 8 << 20, progress=None,
+                   doc_token="default", doc_token_at="start") -> ShardSummary:
     """Encode each input file into its own .tok shard in `outdir` plus manifest.json
     (see the module doc), on the Dask `client`'s workers, or here one after another
     when client is None. progress(source bytes done) after each shard."""
@@ -317,7 +321,8 @@ def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separa
     staging.mkdir()
     names = [shard_name(i, p) for i, p in enumerate(paths)]
     tok_bytes = tokenizer.to_bytes()
-    kw = dict(chat=chat, separator=separator, batch_bytes=batch_bytes)
+    kw = dict(chat=chat, separator=separator, batch_bytes=batch_bytes, doc_token=doc_token,
+              doc_token_at=doc_token_at)
     results: list = [None] * len(paths)
     done_bytes = 0
     try:

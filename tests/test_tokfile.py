@@ -120,7 +120,7 @@ def _image(**fields) -> bytearray:
     (_image(magic=b"ASMBPETK"), 0, "bad magic b'ASMBPETK'"),
     (bytearray(b"ASMBP"), 0, "bad magic"),
     (_image()[:40], 40, "file too short: 40 bytes"),
-    (_image(version=2), 8, "unknown format version 2, expected 1"),
+    (_image(version=3), 8, "unknown format version 3, expected 1 or 2"),
     (_image(flags=2), 10, "unknown flags 0x0002"),
     (_image(reserved=5), 12, "reserved field is 0x00000005, must be 0"),
     (_image(tail=bytes(5) + b"\x01" + bytes(10)), 53, "reserved bytes 48..63 must be 0"),
