@@ -1,4 +1,4 @@
-"""Exports of a tokenizer for the ecosystem (SPEC §7): tiktoken and Hugging Face.
+r"""Exports of a tokenizer for the ecosystem (SPEC §7): tiktoken and Hugging Face.
 
     export_tiktoken(tokenizer, path)   path: the ranks file; path + ".json": the rest
     load_tiktoken(path, tokenizer)     -> tiktoken.Encoding (checked against tokenizer)
@@ -58,6 +58,34 @@ when every token is made by its own merge from the encoding of its own bytes, wh
 the case for trained tokenizers (the argument above); tests/test_export.py compares
 them on the corpora and on random trained tokenizers, and on a hand-built tokenizer
 where they differ.
+
+Loaded vocabularies (harness.loaded.LoadedTokenizer: tiktoken ranks, tokenizer.json)
+are exported with their own tokens and specials:
+
+- tiktoken: the ranks file holds every token as "base64 id" (its rank is its id), the
+  sidecar the pre-tokenizer's pattern and the vocabulary's specials; explicit_n_vocab
+  is null when the ids have gaps (cl100k_base: tiktoken checks that it is the number
+  of tokens and specials and one more than the highest id). A tokenizer.json
+  vocabulary is exported only when tiktoken's rule gives its ids: its merges' result
+  ids increase with their priority (then rank order is merge order: a tokenizer
+  trained by tokenizers' BpeTrainer) and no special sits among the ordinary ids;
+  otherwise `ExportError`, naming the reason.
+- Hugging Face: tokenizer.json written as JSON (the tokenizers API would number the
+  added tokens itself): vocab = every token as its byte-level string, the specials as
+  added tokens at their ids, pre-tokenizer Split(pattern) + ByteLevel, ignore_merges
+  = whole_chunk; the ids between the tokens and the highest special that are no token
+  (cl100k_base's 100256 and 100261..100275) get placeholder specials
+  `<|asmbpe_unused_ID|>`, since tokenizers renumbers added tokens that leave gaps. A
+  tokenizer.json vocabulary keeps its merges; a tiktoken ranks file
+  gets merges derived from its ranks (for each token in rank order, tiktoken's rule
+  on its bytes with the lower ranks only ends in two tokens: that pair; a token for
+  which it does not is reached as a whole chunk only) and ignore_merges = true
+  (tiktoken's whole-chunk rule), as the converters of `transformers` do. cl100k's
+  pattern is written with `\p{N}{1,3}` for its `\p{N}{1,3}+`: the same cuts in a
+  regex engine that reads the possessive (nothing follows it in its alternative), and
+  the only spelling Oniguruma reads that way (it takes x{1,3}+ as (?:x{1,3})+). Such a
+  file is not loaded back by `-t` (harness.vocab knows the patterns by their exact
+  spelling and refuses cl100k's there).
 """
 from __future__ import annotations
 
@@ -72,7 +100,8 @@ from .files import write_atomic
 from .pretokenizers import resolve
 from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
 
-__all__ = ["DuplicateTokenError", "bytes_to_unicode", "duplicate_tokens", "pattern_of",
+__all__ = ["DuplicateTokenError", "ExportError", "rank_merges", "hf_json_loaded",
+           "bytes_to_unicode", "duplicate_tokens", "pattern_of",
            "export_tiktoken", "load_tiktoken", "export_hf", "load_hf", "first_difference",
            "SIDECAR_SUFFIX"]
 
@@ -82,6 +111,10 @@ SIDECAR_FORMAT = "asmbpe-tiktoken/1"
 
 class DuplicateTokenError(AsmbpeError, ValueError):
     """The tokenizer has two ids with the same bytes, which no export can hold."""
+
+
+class ExportError(AsmbpeError, ValueError):
+    """A loaded vocabulary that the asked format cannot reproduce."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -129,8 +162,55 @@ def _check_no_duplicates(tokenizer: Tokenizer, what: str) -> None:
 
 # ----------------------------------------------------------------------------- tiktoken
 
+def _loaded_n_vocab(tokenizer) -> int | None:
+    """explicit_n_vocab for a loaded vocabulary, None where tiktoken's check would fail
+    (ids with gaps)."""
+    n = tokenizer.n_tokens + len(tokenizer.specials)
+    return n if n == tokenizer.vocab_size else None
+
+
+def _check_tiktoken_exact(tokenizer) -> None:
+    """ExportError unless tiktoken's rank rule gives the loaded vocabulary's ids."""
+    inside = sorted(i for i in tokenizer.specials.values() if i < tokenizer.n_tokens)
+    if inside:
+        raise ExportError(f"cannot export {tokenizer.name} to tiktoken: special id "
+                          f"{inside[0]} sits among the ordinary tokens (a ranks file holds "
+                          "ranks 0..n-1, the specials above them)")
+    if tokenizer.merges is None:
+        return
+    tokens = tokenizer.vocab.tokens
+    index = {t: i for i, t in enumerate(tokens)}
+    results = [index[tokens[a] + tokens[b]] for a, b in tokenizer.merges.tolist()]
+    for k in range(1, len(results)):
+        if results[k] <= results[k - 1]:
+            raise ExportError(
+                f"cannot export {tokenizer.name} to tiktoken: merge {k} makes id "
+                f"{results[k]}, not above merge {k - 1}'s {results[k - 1]} (tiktoken merges "
+                "by the rank of the merged bytes, so ranks must follow merge priority)")
+
+
+def _export_tiktoken_loaded(tokenizer, path) -> None:
+    _check_tiktoken_exact(tokenizer)
+    lines = b"".join(base64.b64encode(b) + b" %d\n" % i
+                     for i, b in enumerate(tokenizer.vocab.tokens))
+    sidecar = {
+        "format": SIDECAR_FORMAT,
+        "ranks_file": os.path.basename(os.fspath(path)),
+        "name": tokenizer.name,
+        "pat_str": pattern_of(tokenizer),
+        "special_tokens": tokenizer.specials,
+        "explicit_n_vocab": _loaded_n_vocab(tokenizer),
+        "merges_hash": f"0x{tokenizer.merges_hash:016x}",
+    }
+    write_atomic(path, lines)
+    write_atomic(os.fspath(path) + SIDECAR_SUFFIX,
+                 json.dumps(sidecar, indent=1, ensure_ascii=True).encode() + b"\n")
+
+
 def export_tiktoken(tokenizer: Tokenizer, path) -> None:
     """Write the tiktoken ranks file to path and its sidecar to path + ".json"."""
+    if tokenizer.is_loaded:
+        return _export_tiktoken_loaded(tokenizer, path)
     _check_no_duplicates(tokenizer, "tiktoken")
     lines = b"".join(base64.b64encode(b) + b" %d\n" % i
                      for i, b in enumerate(_token_bytes(tokenizer)))
@@ -171,13 +251,18 @@ def load_tiktoken(path, tokenizer: Tokenizer):
     ranks = _read_ranks(path)
     with open(os.fspath(path) + SIDECAR_SUFFIX, encoding="utf-8") as f:
         sidecar = json.load(f)
-    expected = {b: i for i, b in enumerate(_token_bytes(tokenizer))}
+    if tokenizer.is_loaded:
+        expected = {b: i for i, b in enumerate(tokenizer.vocab.tokens)}
+        n_vocab = _loaded_n_vocab(tokenizer)
+    else:
+        expected = {b: i for i, b in enumerate(_token_bytes(tokenizer))}
+        n_vocab = tokenizer.vocab_size
     problems = [what for what, ok in (
         ("format", sidecar.get("format") == SIDECAR_FORMAT),
         ("ranks", ranks == expected),
         ("special_tokens", sidecar.get("special_tokens") == tokenizer.specials),
         ("pat_str", sidecar.get("pat_str") == pattern_of(tokenizer)),
-        ("explicit_n_vocab", sidecar.get("explicit_n_vocab") == tokenizer.vocab_size),
+        ("explicit_n_vocab", sidecar.get("explicit_n_vocab") == n_vocab),
     ) if not ok]
     if problems:
         raise ValueError(f"{os.fspath(path)}: not the tiktoken export of {tokenizer!r} "
@@ -218,8 +303,98 @@ def hf_tokenizer(tokenizer: Tokenizer):
     return hf
 
 
+def rank_merges(tokens: list[bytes]) -> tuple[list[tuple[int, int]], int]:
+    """(merges in rank order, number of tokens that have none) of a tiktoken ranks
+    table: for each token of two bytes or more, the two tokens that tiktoken's rule
+    leaves when it encodes the token's bytes with the lower ranks only."""
+    index = {t: i for i, t in enumerate(tokens)}
+    merges, unreached = [], 0
+    for r, t in enumerate(tokens):
+        if len(t) < 2:
+            continue
+        parts = [t[k:k + 1] for k in range(len(t))]
+        while len(parts) > 2:
+            best = None
+            for k in range(len(parts) - 1):
+                q = index.get(parts[k] + parts[k + 1])
+                if q is not None and q < r and (best is None or q < best[0]):
+                    best = (q, k)
+            if best is None:
+                break
+            k = best[1]
+            parts[k:k + 2] = [parts[k] + parts[k + 1]]
+        if len(parts) == 2 and index[parts[0]] < r and index[parts[1]] < r:
+            merges.append((index[parts[0]], index[parts[1]]))
+        else:
+            unreached += 1
+    return merges, unreached
+
+
+def _hf_pattern(tokenizer) -> str:
+    """The Split pattern a tokenizer.json export carries (module doc: cl100k's)."""
+    return pattern_of(tokenizer).replace(r"\p{N}{1,3}+", r"\p{N}{1,3}")
+
+
+PLACEHOLDER = "<|asmbpe_unused_{}|>"
+
+
+def _with_placeholders(tokenizer) -> dict[str, int]:
+    """The specials, plus a placeholder special (PLACEHOLDER) for each id between the
+    ordinary tokens and the highest special that is no token: tokenizers numbers its
+    added tokens one after another whatever ids the file gives them, so without them
+    cl100k_base's <|endoftext|> would become 100256 instead of 100257."""
+    out = dict(tokenizer.specials)
+    taken = set(out.values())
+    for i in range(tokenizer.n_tokens, tokenizer.vocab_size):
+        if i not in taken:
+            out[PLACEHOLDER.format(i)] = i
+    return out
+
+
+def hf_json_loaded(tokenizer) -> dict:
+    """The tokenizer.json of a loaded vocabulary, as a dict (module doc)."""
+    alphabet = bytes_to_unicode()
+    vocab = tokenizer.vocab
+    specials = tokenizer.specials
+    special_at = {i: n for n, i in specials.items()}
+    strings = [special_at[i] if i in special_at else "".join(alphabet[b] for b in t)
+               for i, t in enumerate(vocab.tokens)]
+    if vocab.merges is not None:
+        merges = [list(p) for p in vocab.merges]
+        whole = vocab.whole_chunk
+    else:
+        merges, _ = rank_merges(vocab.tokens)
+        whole = True
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": i, "content": n, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for n, i in sorted(_with_placeholders(tokenizer).items(), key=lambda kv: kv[1])],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": _hf_pattern(tokenizer)},
+             "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": whole,
+                  "vocab": {s: i for i, s in enumerate(strings)},
+                  "merges": [[strings[a], strings[b]] for a, b in merges]},
+    }
+
+
 def export_hf(tokenizer: Tokenizer, path) -> None:
     """Write a Hugging Face tokenizer.json to path (module doc)."""
+    if tokenizer.is_loaded:
+        data = json.dumps(hf_json_loaded(tokenizer), ensure_ascii=False, indent=1)
+        return write_atomic(path, data.encode("utf-8"))
     write_atomic(path, hf_tokenizer(tokenizer).to_str(pretty=True).encode("utf-8"))
 
 

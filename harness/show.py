@@ -75,15 +75,23 @@ def _visible(raw: bytes) -> str:
     return text.replace("\r", "\\r")
 
 
-def render_color(ids, table: list[bytes], chat: bool = False) -> str:
+def _special_set(table: list[bytes], specials) -> set:
+    """The special ids: `specials` when given (Tokenizer.specials' ids), else the top
+    N_SPECIAL ids (asmbpe's own layout, SPEC §5)."""
+    if specials is None:
+        return set(range(len(table) - N_SPECIAL, len(table)))
+    return set(specials)
+
+
+def render_color(ids, table: list[bytes], chat: bool = False, specials=None) -> str:
     """The text with each token on its own background colour (ANSI escapes).
-    table: Tokenizer.id_to_bytes()."""
+    table: Tokenizer.id_to_bytes(); specials: the special ids (default: the top 16)."""
     plain, masked = _split_mask(ids, chat, len(table))
-    first_special = len(table) - N_SPECIAL
+    special_ids = _special_set(table, specials)
     out = []
     k = 0
     for i, m in zip(plain.tolist(), masked.tolist()):
-        if i >= first_special:
+        if i in special_ids:
             style = SPECIAL_STYLE
         else:
             style = f"30;48;5;{COLORS[k % len(COLORS)]}"
@@ -100,11 +108,12 @@ def render_color(ids, table: list[bytes], chat: bool = False) -> str:
     return "".join(out)
 
 
-def summary(ids, table: list[bytes], chat: bool = False) -> str:
+def summary(ids, table: list[bytes], chat: bool = False, specials=None) -> str:
     """`N tokens (S special), B bytes, X bytes/token`: the bytes and bytes/token of the
-    text tokens (specials left out)."""
+    text tokens (specials left out; specials: their ids, default the top 16)."""
     plain, _ = _split_mask(ids, chat, len(table))
-    text = plain[plain < len(table) - N_SPECIAL].tolist()
+    special_ids = np.array(sorted(_special_set(table, specials)), dtype=np.int64)
+    text = plain[~np.isin(plain, special_ids)].tolist()
     nbytes = sum(len(table[i]) for i in text)
     per = f", {nbytes / len(text):.2f} bytes/token" if text else ""
     return f"{plain.size:,} tokens ({plain.size - len(text):,} special), {nbytes:,} bytes{per}"
@@ -119,10 +128,13 @@ class TokenStats:
     tokens: int = 0
     source_bytes: int = 0
     counts: np.ndarray = field(default=None, repr=False)
+    special_ids: list = None        # default: the top N_SPECIAL ids (asmbpe's layout)
 
     def __post_init__(self):
         if self.counts is None:
             self.counts = np.zeros(self.vocab_size, dtype=np.int64)
+        if self.special_ids is None:
+            self.special_ids = list(range(self.vocab_size - N_SPECIAL, self.vocab_size))
 
     def add(self, tokens, documents: int = 0, source_bytes: int = 0,
             chat: bool = False) -> None:
@@ -135,7 +147,7 @@ class TokenStats:
 
     @property
     def special_tokens(self) -> int:
-        return int(self.counts[self.vocab_size - N_SPECIAL:].sum())
+        return int(self.counts[np.asarray(self.special_ids, dtype=np.int64)].sum())
 
     @property
     def text_tokens(self) -> int:

@@ -81,11 +81,70 @@ def _open_cluster(address):
         raise InputError(f"--cluster: {e}") from None
 
 
-def _load_tokenizer(path: str):
-    """tokenizer.bin at path (TokenizerFileError, a one-line error, when it is bad)."""
-    from ..tokenizer import Tokenizer
+def tokenizer_kind(path) -> str:
+    """What -t names: "hf" (a tokenizer.json: a .json name or a file that starts with
+    "{"), "tiktoken" (a ranks file: a .tiktoken or .tiktoken.gz name, gzip data, or a
+    first line "base64 rank") or "bin" (anything else, tokenizer.bin: its loader says
+    "bad magic" when it is not one)."""
+    import re
 
-    return Tokenizer.load(check_file(path))
+    from ..tokenizer import MAGIC
+
+    with open(path, "rb") as f:
+        head = f.read(256)
+    name = str(path).lower()
+    if head.startswith(MAGIC):
+        return "bin"
+    if name.endswith(".json") or head.lstrip()[:1] == b"{":
+        return "hf"
+    if (name.endswith((".tiktoken", ".tiktoken.gz")) or head[:2] == b"\x1f\x8b"
+            or re.match(rb"[A-Za-z0-9+/]+=* \d+\r?\n", head)):
+        return "tiktoken"
+    return "bin"
+
+
+def _load_tokenizer(path: str, pretokenizer=None):
+    """The tokenizer -t names: tokenizer.bin (version 1 or 2), a tiktoken ranks file
+    (.tiktoken or .tiktoken.gz; cl100k_base and o200k_base known by their hash, any
+    other needs --pretokenizer) or a tokenizer.json. Every bad file is a one-line
+    error (TokenizerFileError, VocabError, InputError)."""
+    from ..tokenizer import Tokenizer
+    from ..vocab import VocabError
+
+    file = check_file(path)
+    kind = tokenizer_kind(file)
+    if pretokenizer is not None and kind != "tiktoken":
+        raise InputError(f"--pretokenizer applies to tiktoken ranks files; {path} is a "
+                         f"{'tokenizer.bin' if kind == 'bin' else 'tokenizer.json'}, which "
+                         "names its own")
+    if kind == "bin":
+        return Tokenizer.load(file)
+    if kind == "hf":
+        return Tokenizer.from_hf(file)
+    try:
+        return Tokenizer.from_tiktoken(file, pretokenizer=pretokenizer)
+    except VocabError as e:
+        if type(e) is VocabError and pretokenizer is None and "pretokenizer=" in str(e):
+            raise InputError(
+                f"{path}: not a known tiktoken encoding (cl100k_base and o200k_base are "
+                "recognised by their hash), so its pre-tokenizer is unknown: give "
+                f"--pretokenizer NAME (one of {', '.join(PRETOKENIZER_NAMES)})") from None
+        raise
+
+
+TOKENIZER_HELP = ("The tokenizer: tokenizer.bin (version 1 or 2), a tiktoken ranks file "
+                  "(.tiktoken or .tiktoken.gz) or a Hugging Face tokenizer.json.")
+
+
+def _tokenizer_options(fn, help_text: str = TOKENIZER_HELP):
+    """-t/--tokenizer FILE and --pretokenizer NAME (for tiktoken ranks files)."""
+    fn = click.option(
+        "--pretokenizer", "vocab_pretokenizer", type=click.Choice(PRETOKENIZER_NAMES),
+        default=None,
+        help="With a tiktoken ranks file that is not cl100k_base or o200k_base: its "
+             "pre-tokenizer (required there; overrides a known encoding's).")(fn)
+    return click.option("-t", "--tokenizer", "tokenizer_path", required=True,
+                        metavar="FILE", help=help_text)(fn)
 
 
 def _readers(threads) -> int:

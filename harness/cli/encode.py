@@ -13,7 +13,7 @@ import click
 from ..corpora import InputError, check_file
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _check_threads,
                      _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
-                     _quiet_broken_pipe, _readers, _write_stdout)
+                     _quiet_broken_pipe, _readers, _tokenizer_options, _write_stdout)
 from .progress import BytesProgress
 
 
@@ -43,8 +43,7 @@ def split(file, pretokenizer):
 @click.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
                 type=click.Path(dir_okay=True, path_type=str))
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
-              help="tokenizer.bin.")
+@_tokenizer_options
 @click.option("-o", "--output", required=True, metavar="FILE",
               help="The .tok file to write (written under a temporary name, then renamed); "
                    "with --cluster or --shards, a directory.")
@@ -53,6 +52,13 @@ def split(file, pretokenizer):
                    "Parquet); MASKBIT marks assistant content and its <|end|>.")
 @click.option("--threads", type=int, default=None,
               help="Encoding threads (default: the library chooses).")
+@click.option("--doc-token", default="default", metavar="NAME",
+              help="A special token put at each document's start or end (e.g. "
+                   "'<|endoftext|>'), or 'none'. Default: <|bos|> at the start for "
+                   "asmbpe's own tokenizers, none for loaded vocabularies (their .tok "
+                   "file finds documents through its index).")
+@click.option("--doc-token-at", type=click.Choice(["start", "end"]), default="start",
+              show_default=True, help="Where --doc-token goes.")
 @_SEPARATOR
 @_MEMORY
 @_CLUSTER
@@ -60,8 +66,8 @@ def split(file, pretokenizer):
               help="Write the layout of --cluster on this machine: OUTPUT is a directory "
                    "with one .tok per input file and manifest.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, cluster, sharded,
-           quiet):
+def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, doc_token,
+           doc_token_at, separator, memory, cluster, sharded, quiet):
     """Encode INPUT files into a .tok file (SPEC §7): each document as <|bos|> + its
     text, or with --chat each conversation as <|bos|>, then <|role|> content <|end|>
     per message.
@@ -75,13 +81,25 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
     OUTPUT/manifest.json; the shards' tokens, concatenated in manifest order, are
     those of the single .tok file, and the files are the same bytes for any number of
     workers. After an error no shard of the run and no manifest is left.
+
+    -t also takes a tiktoken ranks file or a tokenizer.json (a loaded vocabulary): its
+    ids may be u32, and the .tok file is version 2, whose document index finds each
+    document (no <|bos|> needed); --doc-token NAME inserts one of its specials.
     """
     from ..corpora import (arrow_memory_kept, budget_batch_bytes, check_streamable,
                           estimate_bytes)
     from ..pipeline import BLOCK_BYTES, PREFETCH_BLOCKS, encode_to_tok
 
+    from ..pipeline import doc_token_of
+
     _check_threads(threads)
-    tok = _load_tokenizer(tokenizer_path)
+    tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
+    if chat and doc_token != "default":
+        raise InputError("--doc-token applies to plain documents, not --chat")
+    try:
+        doc_token_of(tok, doc_token, doc_token_at)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     files = [check_file(p) for p in inputs]
     budget = _memory(memory)
     batch_bytes = BLOCK_BYTES
@@ -91,7 +109,7 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
             check_streamable(files, batch_bytes, separator)
     if cluster or sharded:
         return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
-                               cluster, quiet)
+                               cluster, quiet, doc_token, doc_token_at)
     out = _check_output(output)
     # chat: the files hold JSON around the contents, so their size is no estimate
     progress = BytesProgress("encoding", None if chat else estimate_bytes(files),
@@ -103,7 +121,8 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
             s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
                               separator=separator, progress=progress,
                               batch_bytes=batch_bytes,
-                              prefetch_depth=PREFETCH_BLOCKS if budget is None else 1)
+                              prefetch_depth=PREFETCH_BLOCKS if budget is None else 1,
+                              doc_token=doc_token, doc_token_at=doc_token_at)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -118,7 +137,7 @@ def encode(inputs, tokenizer_path, output, chat, threads, separator, memory, clu
 
 
 def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, cluster,
-                    quiet):
+                    quiet, doc_token="default", doc_token_at="start"):
     from ..corpora import estimate_bytes
     from ..distributed import encode_sharded
 
@@ -138,7 +157,8 @@ def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, c
         if cluster:
             client, close = _open_cluster(cluster)
         s = encode_sharded(tok, files, out, client=client, chat=chat, threads=threads,
-                           separator=separator, batch_bytes=batch_bytes, progress=progress)
+                           separator=separator, batch_bytes=batch_bytes, progress=progress,
+                           doc_token=doc_token, doc_token_at=doc_token_at)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -158,17 +178,16 @@ def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, c
 
 @click.command(context_settings=CONTEXT)
 @click.argument("file", metavar="FILE.tok", type=click.Path(dir_okay=True, path_type=str))
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
-              help="The tokenizer.bin that wrote FILE.tok (its merges hash must match).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary on stderr.")
-def decode(file, tokenizer_path, quiet):
+@_tokenizer_options
+def decode(file, tokenizer_path, vocab_pretokenizer, quiet):
     """Write the text of FILE.tok to stdout: every token's bytes (specials as their
     names, e.g. <|bos|>; MASKBIT stripped), decoded as UTF-8 with invalid bytes
     replaced by U+FFFD. A summary goes to stderr."""
     from ..pipeline import decode_text
     from ..tokfile import read_tok
 
-    tok = _load_tokenizer(tokenizer_path)
+    tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     tf = read_tok(check_file(file), tok)
     t0 = time.perf_counter()
     try:
@@ -184,13 +203,12 @@ def decode(file, tokenizer_path, quiet):
 
 @click.command(context_settings=CONTEXT)
 @click.argument("text_or_file", metavar="TEXT_OR_FILE")
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
-              help="tokenizer.bin.")
+@_tokenizer_options
 @click.option("--color/--no-color", default=None,
               help="Colours on or off (default: on when stdout is a terminal).")
 @click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
               help="Show at most this many tokens (0 = all).")
-def show(text_or_file, tokenizer_path, color, limit):
+def show(text_or_file, tokenizer_path, vocab_pretokenizer, color, limit):
     """Show how TEXT_OR_FILE splits into tokens. An existing file is shown whole: a
     .tok file as its tokens (MASKBIT tokens of chat files bold and underlined), any
     other file as its raw bytes encoded; anything else is taken as the text itself.
@@ -198,12 +216,13 @@ def show(text_or_file, tokenizer_path, color, limit):
     With colour (a terminal, or --color): the text with each token on its own
     background colour, specials white on grey. Without (a pipe, or --no-color): one
     token per line, `ID<TAB>TEXT`, TEXT a Python literal, `*` after the ID for MASKBIT.
-    The tokenizer's pre-tokenizer is named on stderr.
+    The tokenizer's pre-tokenizer is named on stderr; for a loaded vocabulary also its
+    name, size, specials and id width.
     """
     from ..show import render_color, render_plain, summary
     from ..tokfile import is_tok_file, read_tok
 
-    tok = _load_tokenizer(tokenizer_path)
+    tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     chat = False
     if os.path.isfile(text_or_file):
         path = check_file(text_or_file)
@@ -217,17 +236,22 @@ def show(text_or_file, tokenizer_path, color, limit):
     if limit:
         ids = ids[:limit]
     table = tok.id_to_bytes()
+    specials = set(tok.specials.values())
     if color is None:
         color = sys.stdout.isatty()
     try:
         if color:
-            _write_stdout([render_color(ids, table, chat), "\n"])
-            click.echo(summary(ids, table, chat), err=True)
+            _write_stdout([render_color(ids, table, chat, specials), "\n"])
+            click.echo(summary(ids, table, chat, specials), err=True)
         else:
             _write_stdout([line + "\n" for line in render_plain(ids, table, chat)])
     except ValueError as e:                     # an id that is not a token (a bad .tok)
         _fail(f"{text_or_file}: {e}")
-    click.echo(f"pre-tokenizer: {_pretokenizer_of(tok)}", err=True)
+    if tok.is_loaded:
+        for line in tok.describe():
+            click.echo(line, err=True)
+    else:
+        click.echo(f"pre-tokenizer: {_pretokenizer_of(tok)}", err=True)
 
 
 def _pretokenizer_of(tok) -> str:
@@ -240,14 +264,13 @@ def _pretokenizer_of(tok) -> str:
 @click.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="FILE.tok|INPUT...",
                 type=click.Path(dir_okay=True, path_type=str))
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
-              help="tokenizer.bin.")
+@_tokenizer_options
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
               help="List the N most frequent tokens.")
 @click.option("--chat", is_flag=True, help="INPUT files hold conversations (as encode --chat).")
 @click.option("--threads", type=int, default=None, help="Encoding threads for INPUT files.")
 @_SEPARATOR
-def stats(inputs, tokenizer_path, top, chat, threads, separator):
+def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator):
     """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
     would), and the tokenizer's pre-tokenizer. Bytes per token counts text tokens only
@@ -257,9 +280,9 @@ def stats(inputs, tokenizer_path, top, chat, threads, separator):
     from ..tokfile import is_tok_file, read_tok
 
     _check_threads(threads)
-    tok = _load_tokenizer(tokenizer_path)
+    tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     files = [check_file(p) for p in inputs]
-    st = TokenStats(tok.vocab_size)
+    st = TokenStats(tok.vocab_size, special_ids=sorted(tok.specials.values()))
     try:
         for path in files:
             if is_tok_file(path):
@@ -275,23 +298,27 @@ def stats(inputs, tokenizer_path, top, chat, threads, separator):
                 st.add(tokens, docs, nbytes, chat=chat)
     except ValueError as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    for line in format_stats(st, tok.id_to_bytes(), top, _pretokenizer_of(tok)):
+    for line in format_stats(st, tok.id_to_bytes(), top,
+                             None if tok.is_loaded else _pretokenizer_of(tok)):
         click.echo(line)
+    if tok.is_loaded:
+        for line in tok.describe():
+            click.echo(line)
 
 
 @click.command(context_settings=CONTEXT)
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, metavar="FILE",
-              help="tokenizer.bin.")
+@_tokenizer_options
 @click.option("--format", "fmt", required=True, type=click.Choice(["tiktoken", "hf"]),
               help="tiktoken: a ranks file for tiktoken (harness.export.load_tiktoken adds "
                    "the pattern and specials); hf: a Hugging Face tokenizer.json.")
 @click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
-def export(tokenizer_path, fmt, output):
-    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe)."""
+def export(tokenizer_path, vocab_pretokenizer, fmt, output):
+    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe).
+    A loaded vocabulary is written with its own tokens (ranks) and specials."""
     from .. import export as exp
 
     out = _check_output(output)
-    tok = _load_tokenizer(tokenizer_path)
+    tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     if fmt == "tiktoken":
         exp.export_tiktoken(tok, out)
     else:
