@@ -109,11 +109,12 @@ def test_public_path_bytes_where_they_lie_and_at_page_ends():
         assert pretok._BYTES_DATA == 32
     rng = np.random.default_rng(7)
     alphabet = np.frombuffer(b"ab 1!\n\xc3\xa9'", dtype=np.uint8)
-    seen = set()
+    seen, kept = set(), []
     for _ in range(3000):
         n = int(rng.integers(1, 300))
         data = rng.choice(alphabet, n).tobytes()
-        end = id(data) + (pretok._BYTES_DATA or 0) + n
+        kept.append(data)           # alive: the next ones land elsewhere (page ends too),
+        end = id(data) + (pretok._BYTES_DATA or 0) + n          # not in the block just freed
         seen.add((end - 1) // 4096 == (end + 63) // 4096)
         assert harness.split_offsets(data, "nanochat").tolist() == twin.split_offsets(data, "nanochat")
     assert seen == {True, False} or pretok._BYTES_DATA is None
