@@ -40,6 +40,8 @@ extern mask_tab
 %define RK_SHORT    128             ; chunks up to this: the scan
 %define RK_GOLD     0x9E3779B97F4A7C15
 %define RK_SPLITS   4096            ; chunk ends per asmbpe_split_offsets call
+%define RK_BATCH    64              ; rk_doc: chunks whose lines are prefetched
+                                    ; before they are looked up
 %define RF_WHOLE    1               ; flags: a chunk that is a token is it
 %define RC_ENTRIES  131072          ; chunk cache entries per thread (8 MB),
 %define RC_SETS     (RC_ENTRIES / 2) ; in sets of two (way 0: the last used)
@@ -93,6 +95,7 @@ struc rts
     .lprio:     resq 1
     .lres:      resq 1
     .outlim:    resq 1              ; the end of rk_chunk's out room (bytes)
+    .bend:      resq 1              ; rk_doc: the end of the batch of chunks
     .ends:      resq RK_SPLITS      ; a document's chunk ends
 endstruc
 
@@ -190,6 +193,27 @@ section .text
     mov         eax, [rax + wtslot.id]
     jmp         %1
 %%none:
+%endmacro
+
+; CACHE_SET p, n: the cache set of a chunk of 2..RC_MAX_LEN bytes.  %1 = p,
+; %2 = n (64-bit registers, kept; PAD readable after p), rbx = the thread
+; state.  Out: ymm0 = its key (the bytes zero-padded), rcx = its set.
+; Clobbers rax, ymm1, ymm2.
+%macro CACHE_SET 2
+    lea         rax, [mask_tab + 64]
+    sub         rax, %2
+    vmovdqu     ymm1, [rax]                     ; first n bytes 0xFF
+    vpand       ymm0, ymm1, [%1]                ; the key
+    vextracti128 xmm2, ymm0, 1
+    vpxor       xmm2, xmm2, xmm0
+    vmovq       rax, xmm2
+    mov         rcx, %2
+    crc32       rcx, rax
+    vpextrq     rax, xmm2, 1
+    crc32       rcx, rax
+    and         ecx, RC_SETS - 1
+    shl         rcx, 7
+    add         rcx, [rbx + rts.cache]          ; its set
 %endmacro
 
 ; CRC_BYTES p, n, out32: out = crc32c of n bytes at p (8 at a time, then the
@@ -663,20 +687,7 @@ rk_chunk:
 .multi:
     cmp         rk_n, RC_MAX_LEN
     ja          .uncached
-    lea         rax, [mask_tab + 64]
-    sub         rax, rk_n
-    vmovdqu     ymm1, [rax]                     ; first n bytes 0xFF
-    vpand       ymm0, ymm1, [rk_p]              ; the key
-    vextracti128 xmm2, ymm0, 1
-    vpxor       xmm2, xmm2, xmm0
-    vmovq       rax, xmm2
-    mov         rcx, rk_n
-    crc32       rcx, rax
-    vpextrq     rax, xmm2, 1
-    crc32       rcx, rax
-    and         ecx, RC_SETS - 1
-    shl         rcx, 7
-    add         rcx, [rbx + rts.cache]          ; its set
+    CACHE_SET   rk_p, rk_n
     vpcmpeqb    ymm2, ymm0, [rcx + rcent.key]
     vpmovmskb   eax, ymm2
     cmp         eax, -1
@@ -1193,6 +1204,50 @@ rk_doc:
     jz          .done
     mov         r14, rax                        ; ends got
     xor         r15d, r15d
+.batch:                                         ; the next RK_BATCH chunks:
+    lea         rax, [r15 + RK_BATCH]           ; their whole-token slots (or
+    cmp         rax, r14                        ; cache sets) prefetched, then
+    cmova       rax, r14                        ; each looked up
+    mov         [rbx + rts.bend], rax
+    mov         rdi, [rbx + rts.enc]
+    mov         r8, r12                         ; a chunk's start
+    mov         r9, r15
+.pf:
+    cmp         r9, [rbx + rts.bend]
+    jae         .chunk
+    mov         r10, [rbx + rts.ends + r9 * 8]
+    mov         rdx, r10
+    sub         rdx, r8                         ; its length
+    mov         rsi, [rsp + 24]
+    add         rsi, r8                         ; the chunk
+    mov         r8, r10
+    inc         r9
+    cmp         rdx, 1
+    jbe         .pf
+    cmp         rdx, WT_MAX_LEN
+    ja          .pf_cache
+    cmp         qword [rdi + renc.wt], 0
+    je          .pf_cache
+    lea         rax, [mask_tab + 64]
+    sub         rax, rdx
+    vmovdqu     xmm1, [rax]
+    vpand       xmm0, xmm1, [rsi]
+    vpinsrb     xmm0, xmm0, edx, 15
+    WT_HASH     xmm0, rcx
+    and         rcx, [rdi + renc.wtmask]
+    shl         rcx, 5
+    add         rcx, [rdi + renc.wt]
+    prefetcht0  [rcx]
+    CACHE_SET   rsi, rdx
+    prefetcht0  [rcx]
+    jmp         .pf
+.pf_cache:
+    cmp         rdx, RC_MAX_LEN
+    ja          .pf
+    CACHE_SET   rsi, rdx
+    prefetcht0  [rcx]
+    prefetcht0  [rcx + 64]
+    jmp         .pf
 .chunk:
     mov         rsi, [rsp + 24]
     add         rsi, r12                        ; the chunk
@@ -1230,8 +1285,10 @@ rk_doc:
     add         r13, rax
 .next:
     inc         r15
-    cmp         r15, r14
+    cmp         r15, [rbx + rts.bend]
     jb          .chunk
+    cmp         r15, r14
+    jb          .batch
     jmp         .split
 .done:
     mov         rax, r13
