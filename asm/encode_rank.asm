@@ -49,6 +49,7 @@ extern mask_tab
 %define RC_MAX_TOK  7               ; ... of at most this many ids
 %define WT_MAX_LEN  15              ; whole tokens with their bytes in the slot
 %define BP_BYTES    (65536 * 8)     ; renc.bp: the pair of every two bytes
+%define PC_BITS     14              ; the pair cache: 16,384 entries of 16 bytes
 
 ; the encoder object
 struc renc
@@ -97,6 +98,10 @@ struc rts
     .outlim:    resq 1              ; the end of rk_chunk's out room (bytes)
     .bend:      resq 1              ; rk_doc: the end of the batch of chunks
     .ends:      resq RK_SPLITS      ; a document's chunk ends
+    alignb 64
+    .pc:        resq 2 << PC_BITS   ; the pair cache: {u64 key (~0: empty),
+                                    ; u32 priority, u32 result} by the key's
+                                    ; hash, in front of the pair table
 endstruc
 
 ; a chunk cache entry: the chunk's bytes zero-padded, its length, its ids
@@ -150,6 +155,49 @@ section .text
     jmp         %%done
 %%none:
     mov         eax, NO_PRIO
+%%done:
+%endmacro
+
+; RPROBE_TS: RPROBE through the thread's pair cache (rbx = its state): a
+; pair found there (or known not to be a pair) costs one load that is
+; mostly in L2; otherwise the pair table answers and the entry is
+; overwritten.  Keeps rcx; clobbers r11; eax = priority, edx = result (the
+; top of rax is not zero).
+%macro RPROBE_TS 0
+    mov         r11, RK_GOLD
+    imul        r11, rcx
+    mov         rax, r11
+    shr         rax, 64 - PC_BITS
+    shl         eax, 4
+    lea         rax, [rbx + rts.pc + rax]       ; its pair cache entry
+    cmp         rcx, [rax]
+    jne         %%table
+    mov         edx, [rax + 12]
+    mov         eax, [rax + 8]
+    jmp         %%done
+%%table:
+    push        rax
+    shrx        r11, r11, r10
+    shl         r11, 4                          ; its home slot (bytes)
+%%probe:
+    cmp         rcx, [r8 + r11]
+    je          %%hit
+    cmp         qword [r8 + r11], -1
+    je          %%none
+    add         r11, 16
+    and         r11, r9
+    jmp         %%probe
+%%hit:
+    mov         rax, [r8 + r11 + 8]             ; priority | result << 32
+    jmp         %%fill
+%%none:
+    mov         eax, NO_PRIO
+%%fill:
+    pop         r11
+    mov         [r11], rcx
+    mov         [r11 + 8], rax
+    mov         rdx, rax
+    shr         rdx, 32
 %%done:
 %endmacro
 
@@ -600,6 +648,10 @@ rk_state:
     jz          .out
     mov         r13, rax
     mov         [r13 + rts.enc], rbx
+    lea         rdi, [r13 + rts.pc]             ; every pair cache key ~0
+    mov         ecx, 2 << PC_BITS
+    mov         rax, -1
+    rep stosq
     mov         edi, RC_ENTRIES * rcent_size + 4096 ; zeroed: every entry
                                                 ; empty (+ a page: 32-byte
                                                 ; loads of the last ids)
@@ -945,14 +997,14 @@ rk_chunk:
     cmp         rax, rk_m
     jae         .sleft
     rorx        rcx, [rk_s + rsi * 4], 32
-    RPROBE
+    RPROBE_TS
     mov         [rk_s + SP_PRIO + rsi * 4], eax
     mov         [rk_s + SP_RES + rsi * 4], edx
 .sleft:
     test        rsi, rsi                        ; the pair (k - 1, k)
     jz          .sloop
     rorx        rcx, [rk_s + rsi * 4 - 4], 32
-    RPROBE
+    RPROBE_TS
     mov         [rk_s + SP_PRIO + rsi * 4 - 4], eax
     mov         [rk_s + SP_RES + rsi * 4 - 4], edx
     jmp         .sloop
@@ -1066,7 +1118,7 @@ lk_pair:
     shl         rcx, 32
     mov         eax, [rk_s + rsi * 4]
     or          rcx, rax                        ; the key
-    RPROBE
+    RPROBE_TS
     mov         rcx, [rbx + rts.lprio]
     mov         [rcx + rdi * 4], eax
     cmp         eax, NO_PRIO
