@@ -16,11 +16,17 @@
 ;   asmbpe_renc_encode        documents on threads (rk_worker), ids moved
 ;                             into document order at the end
 ;
+;   asmbpe_renc_decode        ids -> bytes through the token table
+;
 ; Each thread index has a state (rts, mapped on first use, kept with the
-; encoder): a chunk cache (RC_ENTRIES direct-mapped entries of 64 bytes:
+; encoder): a chunk cache (RC_ENTRIES entries of 64 bytes in sets of two:
 ; chunks of 2..RC_MAX_LEN bytes with at most RC_MAX_TOK ids, keyed by their
-; zero-padded bytes and length), rk_chunk's scratch and the split's ends.
-; A chunk not in the cache: the whole-token hash (RF_WHOLE), then merging:
+; zero-padded bytes and length), a pair cache in front of the pair table,
+; rk_chunk's scratch and the split's ends.  rk_doc looks a batch of chunks
+; up at a time, their lines prefetched first: one byte is its id, a whole
+; token of up to WT_MAX_LEN bytes is found in renc.wt (RF_WHOLE), the rest
+; go to rk_chunk.  A chunk not in the cache: the whole-token tables
+; (RF_WHOLE), then merging (renc.bp gives the first pairs):
 ; up to RK_SHORT bytes arrays id / prio / result and a scan for the lowest
 ; priority per merge (tiktoken's way, fast when short); longer ones a
 ; min-heap of (priority << 32 | position) over a linked list, stale entries
@@ -202,7 +208,7 @@ section .text
 %endmacro
 
 ; WT_HASH key, out: out = crc32c of the two qwords of xmm key (out a 64-bit
-; register, zeroed first).  Clobbers rax (unless out is rax: then r11).
+; register other than r11, zeroed first).  Clobbers r11.
 %macro WT_HASH 2
     xor         %2, %2
     vmovq       r11, %1
@@ -704,14 +710,16 @@ ENDFUNC
 
 ;-----------------------------------------------------------------------------
 ; rk_chunk: rbx = a thread state, rsi = the chunk (PAD readable after it),
-; rdx = its length (>= 1), rcx = out (room for rdx ids; ids past the ones
-; written may be overwritten up to rts.outlim, the end of the whole room).  Out: rax = ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
+; rdx = its length (>= 1), rcx = out (room for rdx ids; past the ids
+; written, out may be overwritten up to rts.outlim, the end of the whole
+; room).  Out: rax = ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
 ; r12-r15; clobbers the other registers and ymm0-ymm3.
 ;
 ; Chunks of 2..RC_MAX_LEN bytes look in the cache first: the bytes loaded
 ; zero-padded (mask_tab), hashed (crc32c of the two halves xor'ed, seeded
-; with the length), one entry compared (32 bytes and the length).  A miss
-; encodes and fills that entry when the ids fit.
+; with the length), the set's two entries compared (32 bytes and the
+; length; a hit in way 1 swaps the two).  A miss encodes, moves way 0 to
+; way 1 and fills way 0 when the ids fit.
 ;-----------------------------------------------------------------------------
 %define rk_p        r12     ; the chunk
 %define rk_n        r13     ; its length
@@ -1109,8 +1117,8 @@ rk_chunk:
 
 ; lk_pair (long path): rdi = i, alive, next[i] < n: prio[i] and result[i]
 ; of the pair (i, next[i]), pushed onto the heap (r12, r15 entries) when it
-; is one.  rbp = the scratch (id[]), rbx = the encoder, r8-r10 its pair
-; table.  Keeps rdi; clobbers rax, rcx, rdx, rsi, r11.
+; is one.  rbp = the scratch (id[]), rbx = the thread state, r8-r10 the
+; pair table.  Keeps rdi; clobbers rax, rcx, rdx, rsi, r11.
 lk_pair:
     mov         rcx, [rbx + rts.lnext]
     mov         esi, [rcx + rdi * 4]
