@@ -1,6 +1,7 @@
 """The library's rank encoder (asm/encode_rank.asm, harness.rank; SPEC §11): ids equal
 to tiktoken's for cl100k_base and o200k_base (built offline from ../shared/vocabs) on
-corpus documents and adversarial chunks, to harness.dev.rank_twin with guard pages and
+every valid UTF-8 document of every shared corpus, on the code-point sweep and on
+adversarial chunks, to harness.dev.rank_twin with guard pages and
 the checked-call trampoline (checkasm), and to Hugging Face tokenizers on a
 tokenizer.json trained here."""
 from __future__ import annotations
@@ -15,7 +16,6 @@ from harness.dev import checkasm
 from harness.pretokenizers import EXACT_PATTERNS
 
 VOCABS = Path(__file__).resolve().parents[1].parent / "shared" / "vocabs"
-PER_CORPUS = 1_500_000          # bytes of each corpus per vocabulary
 
 
 def test_renc_chunk_checkasm():
@@ -67,20 +67,39 @@ def _first_diff(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def test_ids_equal_tiktoken_on_corpus_documents(loaded, corpus_files, corpus_texts):
+def test_ids_equal_tiktoken_on_every_valid_corpus_document(loaded, corpus_files, corpus_texts):
+    """Every valid UTF-8 document of every shared corpus (tiktoken takes str only)."""
     ours, enc = loaded
     for path in corpus_files:
-        taken = 0
+        docs = []
         for doc in corpus_texts(path):
             try:
-                data = doc.encode("utf-8")
+                doc.encode("utf-8")
             except UnicodeEncodeError:
                 continue                        # not valid UTF-8: tiktoken cannot take it
-            got, want = ours.encode_ordinary(data).tolist(), enc.encode_ordinary(doc)
-            assert got == want, (path.name, _first_diff(got, want), doc[:80])
-            taken += len(data)
-            if taken >= PER_CORPUS:
-                break
+            docs.append(doc)
+        got = ours.encode_batch(docs, threads=2)
+        want = enc.encode_ordinary_batch(docs, num_threads=2)
+        for doc, g, w in zip(docs, got, want):
+            g = g.tolist()
+            assert g == w, (path.name, _first_diff(g, w), doc[:80])
+
+
+def test_ids_equal_tiktoken_on_the_code_point_sweep(loaded):
+    """Every assigned code point in the contexts of the pre-tokenizer sweep (after a
+    letter, a space, an apostrophe, a digit, ...; tests/test_pretok_twin.py)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_pretok_twin import sweep_cps, sweep_text
+
+    ours, enc = loaded
+    cps, _ = sweep_cps()
+    texts = [sweep_text(cps[i:i + 8192]) for i in range(0, len(cps), 8192)]
+    got = ours.encode_batch(texts, threads=2)
+    want = enc.encode_ordinary_batch(texts, num_threads=2)
+    for t, g, w in zip(texts, got, want):
+        g = g.tolist()
+        assert g == w, (_first_diff(g, w), t[:40])
 
 
 def test_threads_give_the_same_ids(loaded, corpus_files, corpus_texts):
