@@ -53,7 +53,9 @@ extern mask_tab
 %define RC_SETS     (RC_ENTRIES / 2) ; in sets of two (way 0: the last used)
 %define RC_MAX_LEN  32              ; chunks cached: 2..RC_MAX_LEN bytes
 %define RC_MAX_TOK  7               ; ... of at most this many ids
-%define WT_MAX_LEN  15              ; whole tokens with their bytes in the slot
+%define WT_MAX_LEN  11              ; whole tokens with their bytes in the slot
+%define WT_LENB     11              ; the key's length byte
+%define WT_SHIFT    4               ; log2(wtslot_size)
 %define BP_BYTES    (65536 * 8)     ; renc.bp: the pair of every two bytes
 %define PC_BITS     14              ; the pair cache: 16,384 entries of 16 bytes
 
@@ -83,13 +85,15 @@ struc renc
     .ts:        resq MAX_THREADS    ; each thread index's state, or 0
 endstruc
 
-; a whole-token slot: the token's bytes zero-padded to 15 and its length in
-; byte 15 (one 16-byte compare; length 0: empty), its id
+; a whole-token slot: the token's bytes zero-padded to 11 and its length in
+; byte 11 (one compare of 12 bytes; length 0: empty), its id
 struc wtslot
-    .key:       resb 16
+    .key:       resb 12
     .id:        resd 1
-                resd 3
 endstruc
+%if wtslot_size != 1 << WT_SHIFT
+    %error "wtslot: not 1 << WT_SHIFT bytes"
+%endif
 
 ; a thread index's state (its own mapping, rounded up to pages)
 struc rts
@@ -225,21 +229,22 @@ section .text
     mov         r9, [rdi + renc.wt]
     lea         rax, [mask_tab + 64]            ; its key: the bytes zero-
     sub         rax, rdx                        ; padded, the length in
-    vmovdqu     xmm1, [rax]                     ; byte 15
+    vmovdqu     xmm1, [rax]                     ; byte 11 (bytes 12-15 zero)
     vpand       xmm0, xmm1, [rsi]
-    vpinsrb     xmm0, xmm0, edx, 15
+    vpinsrb     xmm0, xmm0, edx, WT_LENB
     WT_HASH     xmm0, r10
     mov         r11, [rdi + renc.wtmask]
 %%probe:
     and         r10, r11
     mov         rax, r10
-    shl         rax, 5
+    shl         rax, WT_SHIFT
     add         rax, r9                         ; its slot
     vpcmpeqb    xmm1, xmm0, [rax]
     vpmovmskb   edi, xmm1
-    cmp         edi, 0xFFFF
+    and         edi, 0xFFF                      ; (bytes 12-15: the id)
+    cmp         edi, 0xFFF
     je          %%hit
-    cmp         byte [rax + 15], 0
+    cmp         byte [rax + WT_LENB], 0
     je          %%none                          ; empty: not a token
     inc         r10
     jmp         %%probe
@@ -515,7 +520,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 .tsized:
     lea         rax, [rdx - 1]
     mov         [nw_enc + renc.wtmask], rax
-    shl         rdx, 5
+    shl         rdx, WT_SHIFT
     mov         [nw_enc + renc.wtbytes], rdx
     mov         rdi, rdx
     call        asmbpe_map                      ; zeroed: every slot empty
@@ -539,15 +544,15 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     sub         rax, rdx
     vmovdqu     xmm1, [rax]
     vpand       xmm0, xmm1, [rsi]               ; (PAD after the bytes)
-    vpinsrb     xmm0, xmm0, edx, 15             ; the key
+    vpinsrb     xmm0, xmm0, edx, WT_LENB        ; the key
     WT_HASH     xmm0, rcx
     mov         r8, [nw_enc + renc.wt]
     mov         r9, [nw_enc + renc.wtmask]
 .tprobe:
     and         rcx, r9
     mov         rax, rcx
-    shl         rax, 5
-    cmp         byte [r8 + rax + 15], 0
+    shl         rax, WT_SHIFT
+    cmp         byte [r8 + rax + WT_LENB], 0
     je          .tfree
     inc         rcx
     jmp         .tprobe
@@ -840,7 +845,7 @@ rk_chunk:
     ja          .long_token
     mov         rsi, rk_p
     mov         rdx, rk_n
-    WT_LOOKUP   .is_token                       ; a token of up to 15 bytes?
+    WT_LOOKUP   .is_token                       ; a token of up to 11 bytes?
     jmp         .merge
 .is_token:
     mov         [rk_out], eax
@@ -1292,10 +1297,10 @@ rk_doc:
     sub         rax, rdx
     vmovdqu     xmm1, [rax]
     vpand       xmm0, xmm1, [rsi]
-    vpinsrb     xmm0, xmm0, edx, 15
+    vpinsrb     xmm0, xmm0, edx, WT_LENB
     WT_HASH     xmm0, rcx
     and         rcx, [rdi + renc.wtmask]
-    shl         rcx, 5
+    shl         rcx, WT_SHIFT
     add         rcx, [rdi + renc.wt]
     prefetcht0  [rcx]
     CACHE_SET   rsi, rdx
