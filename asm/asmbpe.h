@@ -135,10 +135,11 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
 
 /* encode_rank.asm: an encoder of a loaded vocabulary.  pairs: n_pairs rows
  * {left, right, priority, result} (harness.vocab.pair_table: no pair twice,
- * ids < n_tokens, priority < 0xFFFFFFFF); byte_ids[256]: the id of each byte;
+ * ids and priorities < n_tokens, one result per priority); byte_ids[256]: the
+ * id of each byte;
  * token i is tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags:
  * ASMBPE_RENC_WHOLE (a chunk that is a token encodes as it: tiktoken, HF
- * ignore_merges).  NULL when out of memory or n_tokens is 0 or >= 2^32 - 1.
+ * ignore_merges).  NULL when out of memory or n_tokens is 0 or over 2^20 - 1.
  * Each thread index keeps a state (a 4 MB chunk cache, scratch) with the
  * encoder, made on first use.  Calls on one encoder must not overlap. */
 typedef struct asmbpe_renc asmbpe_renc;

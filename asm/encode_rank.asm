@@ -10,7 +10,10 @@
 ; file every split of a token into two tokens, priority = result = its rank;
 ; for HF each merge, priority = its number.
 ;
-;   asmbpe_renc_new / _free   the pair hash, the whole-token hash, the bytes
+;   asmbpe_renc_new / _free   the pair hash (8-byte slots: a 40-bit key
+;                             left << 20 | right and a 24-bit priority; the
+;                             results in renc.res), the whole-token tables,
+;                             the byte pairs, the bytes
 ;   asmbpe_renc_chunk         one chunk -> ids (rk_chunk), thread state 0
 ;   asmbpe_renc_text          a padded text: split, then each chunk (state 0)
 ;   asmbpe_renc_encode        documents on threads (rk_worker), ids moved
@@ -45,6 +48,7 @@ extern mask_tab
 %define NO_PRIO     0xFFFFFFFF      ; no pair / empty
 %define RK_SHORT    128             ; chunks up to this: the scan
 %define RK_GOLD     0x9E3779B97F4A7C15
+%define RK_MAX_TOK  0xFFFFF         ; tokens (ids < 2^20 - 1: 20-bit key fields)
 %define RK_SPLITS   4096            ; chunk ends per asmbpe_split_offsets call
 %define RK_BATCH    64              ; rk_doc: chunks whose lines are prefetched
                                     ; before they are looked up
@@ -61,15 +65,17 @@ extern mask_tab
 
 ; the encoder object
 struc renc
-    .slots:     resq 1              ; pair slots {u64 left << 32 | right,
-                                    ; u32 priority, u32 result}, key ~0: empty
-    .smask:     resq 1              ; slot bytes - 1 (slots * 16 - 1)
+    .slots:     resq 1              ; pair slots: u64 (left << 20 | right) |
+                                    ; priority << 40, ~0: empty
+    .smask:     resq 1              ; slot bytes - 1 (slots * 8 - 1)
     .shift:     resq 1              ; 64 - log2(slots)
     .sbytes:    resq 1              ; bytes mapped for the slots
     .wslots:    resq 1              ; tokens over WT_MAX_LEN: {u32 id, u32 crc}, id
                                     ; ~0: empty; 0 without RF_WHOLE
     .wmask:     resq 1              ; whole slots - 1
     .wbytes:    resq 1              ; bytes mapped for them
+    .res:       resq 1              ; u32 the result of each priority [ntok]
+    .rbytes:    resq 1              ; bytes mapped for it
     .tokoff:    resq 1              ; u64 offsets [ntok + 1] (a copy)
     .tokbytes:  resq 1              ; token bytes (a copy, PAD around)
     .tbytes:    resq 1              ; bytes mapped for both
@@ -142,26 +148,31 @@ endstruc
 section .text
 
 ;-----------------------------------------------------------------------------
-; RPROBE: rcx = a pair's key (left << 32 | right) -> eax = its priority,
-; NO_PRIO if none; edx = its result.  Needs r8 = slots, r9 = smask, r10 =
-; shift.  Keeps rcx; clobbers r11.
+; RPROBE enc: rcx = a pair's key (left << 20 | right) -> eax = its priority,
+; NO_PRIO if none; edx = its result (renc.res[priority]; %1 = a register
+; holding the encoder).  Slots are u64 key | priority << 40, ~0: empty.
+; Needs r8 = slots, r9 = smask, r10 = shift.  Keeps rcx; clobbers r11.
 ;-----------------------------------------------------------------------------
-%macro RPROBE 0
+%macro RPROBE 1
     mov         r11, RK_GOLD
     imul        r11, rcx
     shrx        r11, r11, r10
-    shl         r11, 4                          ; its home slot (bytes)
+    shl         r11, 3                          ; its home slot (bytes)
 %%probe:
-    cmp         rcx, [r8 + r11]
-    je          %%hit
-    cmp         qword [r8 + r11], -1
+    mov         rax, [r8 + r11]
+    cmp         rax, -1
     je          %%none
-    add         r11, 16
+    mov         rdx, rax
+    xor         rdx, rcx
+    shl         rdx, 24                         ; the key's 40 bits equal?
+    jz          %%hit
+    add         r11, 8
     and         r11, r9
     jmp         %%probe
 %%hit:
-    mov         eax, [r8 + r11 + 8]
-    mov         edx, [r8 + r11 + 12]
+    shr         rax, 40                         ; the priority
+    mov         r11, [%1 + renc.res]
+    mov         edx, [r11 + rax * 4]            ; the result
     jmp         %%done
 %%none:
     mov         eax, NO_PRIO
@@ -188,17 +199,25 @@ section .text
 %%table:
     push        rax
     shrx        r11, r11, r10
-    shl         r11, 4                          ; its home slot (bytes)
+    shl         r11, 3                          ; its home slot (bytes)
 %%probe:
-    cmp         rcx, [r8 + r11]
-    je          %%hit
-    cmp         qword [r8 + r11], -1
+    mov         rax, [r8 + r11]
+    cmp         rax, -1
     je          %%none
-    add         r11, 16
+    mov         rdx, rax
+    xor         rdx, rcx
+    shl         rdx, 24                         ; the key's 40 bits equal?
+    jz          %%hit
+    add         r11, 8
     and         r11, r9
     jmp         %%probe
 %%hit:
-    mov         rax, [r8 + r11 + 8]             ; priority | result << 32
+    shr         rax, 40                         ; the priority
+    mov         r11, [rbx + rts.enc]
+    mov         r11, [r11 + renc.res]
+    mov         edx, [r11 + rax * 4]            ; the result
+    shl         rdx, 32
+    or          rax, rdx                        ; priority | result << 32
     jmp         %%fill
 %%none:
     mov         eax, NO_PRIO
@@ -209,6 +228,15 @@ section .text
     mov         rdx, rax
     shr         rdx, 32
 %%done:
+%endmacro
+
+; PKEY left, right: rcx = the key of the pair (left << 20 | right); %1, %2:
+; 32-bit memory operands or registers (not ecx, r11d).  Clobbers r11.
+%macro PKEY 2
+    mov         ecx, %1
+    shl         rcx, 20
+    mov         r11d, %2
+    or          rcx, r11
 %endmacro
 
 ; WT_HASH key, out: out = crc32c of the two qwords of xmm key (out a 64-bit
@@ -303,10 +331,11 @@ section .text
 ;                              const uint8_t *tok_bytes,
 ;                              const uint64_t *tok_offsets, uint64_t n_tokens,
 ;                              uint64_t flags)
-; pairs: n_pairs rows {left, right, priority, result} (no pair twice, ids <
-; n_tokens, priority < NO_PRIO); byte_ids[256]; token i is tok_bytes[
-; tok_offsets[i], tok_offsets[i + 1]).  flags: RF_WHOLE.  NULL when out of
-; memory or an argument is out of range.
+; pairs: n_pairs rows {left, right, priority, result} (no pair twice, ids
+; and priorities < n_tokens <= RK_MAX_TOK, one result per priority: the
+; slots keep the priority, renc.res the result); byte_ids[256]; token i is
+; tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags: RF_WHOLE.  NULL
+; when out of memory or an argument is out of range.
 ;-----------------------------------------------------------------------------
 %define nw_pairs    rbx
 %define nw_n        rbp
@@ -325,8 +354,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     xor         eax, eax
     mov         rcx, ntokq
     dec         rcx
-    mov         edx, 0xFFFFFFFE
-    cmp         rcx, rdx                        ; 1 <= n_tokens < 2^32 - 1
+    cmp         rcx, RK_MAX_TOK                 ; 1 <= n_tokens <= RK_MAX_TOK
     jae         .bad
     mov         edi, (renc_size + 4095) & ~4095
     call        asmbpe_map
@@ -358,7 +386,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         eax, 64
     sub         eax, ecx
     mov         [nw_enc + renc.shift], rax
-    shl         rdx, 4
+    shl         rdx, 3
     lea         rax, [rdx - 1]
     mov         [nw_enc + renc.smask], rax
     mov         [nw_enc + renc.sbytes], rdx
@@ -372,6 +400,14 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     shr         rcx, 3
     mov         rax, -1
     rep stosq                                   ; every key ~0 (and the rest)
+    mov         rdi, [nw_enc + renc.ntok]       ; the result of each priority
+    lea         rdi, [rdi * 4 + 4095]
+    and         rdi, ~4095
+    mov         [nw_enc + renc.rbytes], rdi
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [nw_enc + renc.res], rax
     mov         r8, [nw_enc + renc.slots]
     mov         r9, [nw_enc + renc.smask]
     mov         r10, [nw_enc + renc.shift]
@@ -379,22 +415,25 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 .insert:
     cmp         nw_i, nw_n
     jae         .inserted
-    mov         rcx, [nw_pairs]                 ; left | right << 32
-    rorx        rcx, rcx, 32                    ; left << 32 | right
+    PKEY        [nw_pairs], [nw_pairs + 4]      ; left << 20 | right
+    mov         eax, [nw_pairs + 8]             ; priority (< n_tokens)
+    mov         edx, [nw_pairs + 12]            ; result
+    mov         r11, [nw_enc + renc.res]
+    mov         [r11 + rax * 4], edx
+    shl         rax, 40
+    or          rax, rcx                        ; the slot
     mov         r11, RK_GOLD
     imul        r11, rcx
     shrx        r11, r11, r10
-    shl         r11, 4
+    shl         r11, 3
 .probe:
     cmp         qword [r8 + r11], -1
     je          .free
-    add         r11, 16
+    add         r11, 8
     and         r11, r9
     jmp         .probe
 .free:
-    mov         [r8 + r11], rcx
-    mov         rax, [nw_pairs + 8]             ; priority | result << 32
-    mov         [r8 + r11 + 8], rax
+    mov         [r8 + r11], rax
     add         nw_pairs, 16
     inc         nw_i
     jmp         .insert
@@ -412,12 +451,12 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 .bpair:
     movzx       eax, r15b                       ; b0 (nw_i's low byte)
     mov         ecx, [nw_enc + renc.byteid + rax * 4]
-    shl         rcx, 32
+    shl         rcx, 20
     mov         eax, r15d
     shr         eax, 8                          ; b1
     mov         eax, [nw_enc + renc.byteid + rax * 4]
     or          rcx, rax
-    RPROBE
+    RPROBE      nw_enc
     mov         r11, [nw_enc + renc.bp]
     mov         [r11 + nw_i * 8], eax
     mov         [r11 + nw_i * 8 + 4], edx
@@ -622,6 +661,9 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.bp]
     mov         esi, BP_BYTES
+    call        .unmap
+    mov         rdi, [rbx + renc.res]
+    mov         rsi, [rbx + renc.rbytes]
     call        .unmap
     mov         rdi, [rbx + renc.tokoff]
     mov         rsi, [rbx + renc.tbytes]
@@ -1009,14 +1051,14 @@ rk_chunk:
     mov         dword [rk_s + SP_PRIO + rsi * 4], NO_PRIO
     cmp         rax, rk_m
     jae         .sleft
-    rorx        rcx, [rk_s + rsi * 4], 32
+    PKEY        [rk_s + rsi * 4], [rk_s + rsi * 4 + 4]
     RPROBE_TS
     mov         [rk_s + SP_PRIO + rsi * 4], eax
     mov         [rk_s + SP_RES + rsi * 4], edx
 .sleft:
     test        rsi, rsi                        ; the pair (k - 1, k)
     jz          .sloop
-    rorx        rcx, [rk_s + rsi * 4 - 4], 32
+    PKEY        [rk_s + rsi * 4 - 4], [rk_s + rsi * 4]
     RPROBE_TS
     mov         [rk_s + SP_PRIO + rsi * 4 - 4], eax
     mov         [rk_s + SP_RES + rsi * 4 - 4], edx
@@ -1127,10 +1169,7 @@ rk_chunk:
 lk_pair:
     mov         rcx, [rbx + rts.lnext]
     mov         esi, [rcx + rdi * 4]
-    mov         ecx, [rk_s + rdi * 4]
-    shl         rcx, 32
-    mov         eax, [rk_s + rsi * 4]
-    or          rcx, rax                        ; the key
+    PKEY        [rk_s + rdi * 4], [rk_s + rsi * 4] ; the key
     RPROBE_TS
     mov         rcx, [rbx + rts.lprio]
     mov         [rcx + rdi * 4], eax

@@ -28,11 +28,12 @@ import numpy as np
 from ._lib import ffi, lib
 from .buffers import Padded
 from .pretokenizers import resolve
-from .vocab import Vocab, byte_ids, pair_table
+from .vocab import Vocab, VocabError, byte_ids, pair_table
 
 __all__ = ["RankEncoder"]
 
 RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
+MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tokens
 
 
 class RankEncoder:
@@ -41,7 +42,13 @@ class RankEncoder:
     def __init__(self, vocab: Vocab):
         self.vocab = vocab
         self._pretok = resolve(vocab.pretokenizer).id
+        if len(vocab.tokens) > MAX_TOKENS:
+            raise VocabError(f"{vocab.name}: {len(vocab.tokens):,} tokens; the library's rank "
+                             f"encoder takes up to {MAX_TOKENS:,} (20-bit ids in its pair keys)")
         left, right, priority, result = pair_table(vocab)
+        if len(priority) and int(priority.max()) >= len(vocab.tokens):
+            raise VocabError(f"{vocab.name}: a merge priority of {int(priority.max()):,} is not "
+                             f"below the {len(vocab.tokens):,} tokens (more merges than tokens)")
         rows = np.ascontiguousarray(np.stack([left, right, priority, result], axis=1),
                                     dtype=np.uint32)
         ids = np.ascontiguousarray(byte_ids(vocab), dtype=np.uint32)
