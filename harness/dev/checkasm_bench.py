@@ -436,7 +436,7 @@ def bench_enc_stats(env: Env) -> list[Case]:
                  after=lambda: L.asmbpe_enc_free(e))]
 
 
-# the rank encoder (encode_rank.asm): a vocabulary of the 512 merges as ranks
+# the rank encoder (asm/encode_rank_*.asm): a vocabulary of the 512 merges as ranks
 def _rank_tables(env: Env):
     """(pairs rows, byte ids, token bytes, token offsets) of env.merges() as a rank
     vocabulary (harness.vocab.Vocab; whole chunks on)."""
