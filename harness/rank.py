@@ -1,5 +1,5 @@
 """Encoding with a loaded vocabulary (SPEC §11) through the library's rank encoder
-(asm/encode_rank.asm): tiktoken rank files and Hugging Face tokenizer.json models
+(asm/encode_rank.inc and its units): tiktoken rank files and Hugging Face tokenizer.json models
 (harness.vocab loads them), u32 ids.
 
     enc = RankEncoder(harness.vocab.from_tiktoken("cl100k_base.tiktoken.gz"))
@@ -125,47 +125,42 @@ class RankEncoder:
         """As tiktoken's encode, except that special-token text not allowed is ordinary
         text (SPEC §11): the text of each allowed special (names, or "all") becomes its
         id, and the pieces between are encoded as encode_ordinary does. Where two allowed
-        specials start at the same place, the longer one wins."""
+        specials start at the same place, the longer one wins (harness.tokenizer's
+        split_specials, which the Tokenizer classes use too)."""
+        from .tokenizer import split_specials
+
         if isinstance(text, str):
             text = text.encode("utf-8", "surrogatepass")
         names = list(self.vocab.specials) if allowed_special == "all" else list(allowed_special)
         for name in names:
             if name not in self.vocab.specials:
                 raise ValueError(f"{name!r} is not a special token of {self.vocab.name}")
-        specials = [(name.encode("utf-8"), self.vocab.specials[name]) for name in names]
-        if not specials:
+        if not names:
             return self.encode_ordinary(text)
-        parts, start = [], 0
-        while True:
-            found = None                          # (position, -length, id)
-            for s, i in specials:
-                at = text.find(s, start)
-                if at >= 0 and (found is None or (at, -len(s)) < found[:2]):
-                    found = (at, -len(s), i)
-            end = found[0] if found is not None else len(text)
-            parts.append(self.encode_ordinary(text[start:end]))
-            if found is None:
-                return np.concatenate(parts).astype(np.uint32, copy=False)
-            parts.append(np.array([found[2]], dtype=np.uint32))
-            start = end - found[1]
+        specials = [(name.encode("utf-8"), self.vocab.specials[name]) for name in names]
+        parts = [self.encode_ordinary(p) if isinstance(p, bytes) else np.array([p], dtype=np.uint32)
+                 for p in split_specials(text, specials)]
+        return np.concatenate(parts).astype(np.uint32, copy=False) if parts else \
+            np.empty(0, dtype=np.uint32)
 
     def decode_bytes(self, ids) -> bytes:
         """The bytes of ids: each token's bytes (the library's asmbpe_renc_decode), a
         special's text; ValueError for an id that is neither."""
-        arr = np.asarray(ids)
-        if arr.size and (arr.min() < 0 or arr.max() >= len(self.vocab.tokens)):
-            out, start = [], 0              # specials (or bad ids) cut the run
-            flat = arr.ravel().tolist()
-            for k, i in enumerate(flat):
-                if not 0 <= i < len(self.vocab.tokens):
-                    if i not in self._special_text:
-                        raise ValueError(f"id {i} is not a token of {self.vocab.name}")
-                    out += [self._decode_tokens(np.asarray(flat[start:k], dtype=np.uint32)),
-                            self._special_text[i]]
-                    start = k + 1
-            out.append(self._decode_tokens(np.asarray(flat[start:], dtype=np.uint32)))
-            return b"".join(out)
-        return self._decode_tokens(np.ascontiguousarray(arr.ravel(), dtype=np.uint32))
+        arr = np.asarray(ids).ravel()
+        n_tokens = len(self.vocab.tokens)
+        other = np.flatnonzero((arr < 0) | (arr >= n_tokens))   # specials (or bad ids)
+        if not other.size:
+            return self._decode_tokens(np.ascontiguousarray(arr, dtype=np.uint32))
+        out, start = [], 0
+        for k in other.tolist():                # one step per special, not per id
+            i = int(arr[k])
+            if i not in self._special_text:
+                raise ValueError(f"id {i} is not a token of {self.vocab.name}")
+            out += [self._decode_tokens(np.ascontiguousarray(arr[start:k], dtype=np.uint32)),
+                    self._special_text[i]]
+            start = k + 1
+        out.append(self._decode_tokens(np.ascontiguousarray(arr[start:], dtype=np.uint32)))
+        return b"".join(out)
 
     def _decode_tokens(self, ids: np.ndarray) -> bytes:
         """The bytes of ids, every one a token (< n_tokens), through the library."""

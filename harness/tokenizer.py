@@ -833,7 +833,7 @@ def _version_of(head: bytes):
 def split_specials(data: bytes, specials: list[tuple[bytes, int]]) -> list:
     """data cut at the allowed specials' text: a list of bytes (ordinary text) and ints
     (special ids), in order. The leftmost special wins; where two start at the same
-    place, the longer one (as harness.rank.RankEncoder.encode)."""
+    place, the longer one (harness.rank.RankEncoder.encode uses it too)."""
     parts: list = []
     start = 0
     while True:

@@ -1,4 +1,4 @@
-"""The library's rank encoder (asm/encode_rank.asm, harness.rank; SPEC §11): ids equal
+"""The library's rank encoder (asm/encode_rank_*.asm, harness.rank; SPEC §11): ids equal
 to tiktoken's for cl100k_base and o200k_base (built offline from ../shared/vocabs) on
 every valid UTF-8 document of every shared corpus, on the code-point sweep and on
 adversarial chunks, to harness.dev.rank_twin with guard pages and
@@ -152,6 +152,7 @@ def test_allowed_special_as_tiktoken(loaded):
     assert ours.encode(text, allowed_special={"<|endoftext|>"}).tolist() == \
         enc.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=())
     assert ours.encode(text).tolist() == enc.encode_ordinary(text)
+    assert ours.decode_bytes(ours.encode(text, allowed_special="all")) == text.encode("utf-8")
     with pytest.raises(ValueError, match="not a special token"):
         ours.encode(text, allowed_special={"<|nope|>"})
 
