@@ -109,6 +109,13 @@ def test_installed_wheel_runs_from_elsewhere(dists, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"<|bos|>" + text              # one document, after its <|bos|>
 
+    # a published vocabulary through the installed wheel (harness.vocab, rank, loaded
+    # and the library's rank encoder): cl100k_base's ids for "Hello world"
+    vocab = ROOT.parent / "shared" / "vocabs" / "cl100k_base.tiktoken.gz"
+    if vocab.is_file():
+        out = _run([asmbpe, "show", "-t", vocab, "Hello world"], **run)
+        assert "9906" in out and "1917" in out, out
+
     # checkasm needs the test library, which only a source checkout builds: one line
     r = subprocess.run([str(asmbpe), "check"], capture_output=True, text=True, **run)
     assert r.returncode == 1 and r.stdout == "", (r.stdout, r.stderr)
