@@ -65,19 +65,27 @@ def test_per_merge_records_match_the_twin(threads):
 def test_train_counters_add_up():
     docs = _docs(1 << 20)
     hz = P.tsc_hz()
-    res = harness.train(docs, vocab_size=4096, threads=2, per_merge=True)
-    st = res.stats
-    cyc, sec = st["cycles"], st["seconds"]
-    loop = cyc["merge_loop"]
-    # the per-merge cycles are the merge loop's, split by merge
-    assert 0.95 * loop <= st["per_merge"][:, 0].sum() <= 1.01 * loop
-    # the loop's parts fit in it (scan is summed over the threads)
-    parts = cyc["scan"] / st["threads"] + cyc["apply"] + cyc["heap"] + cyc["compact"]
-    assert parts <= 1.02 * loop
-    # the library's phases against the wall time of the call at the measured TSC rate
-    lib_cycles = cyc["layout"] + cyc["pairs"] + loop + cyc["verify"]
-    share = lib_cycles / (sec["train_call"] * hz)
-    assert 0.75 <= share <= 1.03, share
+    shares = []
+    for _attempt in range(3):
+        res = harness.train(docs, vocab_size=4096, threads=2, per_merge=True)
+        st = res.stats
+        cyc, sec = st["cycles"], st["seconds"]
+        loop = cyc["merge_loop"]
+        # the per-merge cycles are the merge loop's, split by merge
+        assert 0.95 * loop <= st["per_merge"][:, 0].sum() <= 1.01 * loop
+        # the loop's parts fit in it (scan is summed over the threads)
+        parts = cyc["scan"] / st["threads"] + cyc["apply"] + cyc["heap"] + cyc["compact"]
+        assert parts <= 1.02 * loop
+        # the library's phases against the wall time of the call at the measured TSC
+        # rate; a thread descheduled outside its phases on a busy 2-core machine lowers
+        # one run's share (0.54 in a CI dry run), a phase left uncounted every run's
+        lib_cycles = cyc["layout"] + cyc["pairs"] + loop + cyc["verify"]
+        share = lib_cycles / (sec["train_call"] * hz)
+        assert share <= 1.03, share
+        shares.append(share)
+        if share >= 0.75:
+            break
+    assert max(shares) >= 0.75, shares
     # and the report's top-level phases add up to the total
     rep = P.profile_train(docs[:50], vocab_size=600, threads=1)
     top = sum(p.seconds for p in rep.phases if p.depth == 0)
