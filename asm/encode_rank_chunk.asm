@@ -447,6 +447,244 @@ PROC rk_chunk
 
 ENDPROC
 
+;-----------------------------------------------------------------------------
+; rk_merge: rk_chunk without the cache, for a chunk of 2+ bytes that the
+; chunk table did not hold: the whole-token tables (RF_WHOLE), then merging.
+; In and out as rk_chunk.
+;-----------------------------------------------------------------------------
+PROC rk_merge
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rk_p, rsi
+    mov         rk_n, rdx
+    mov         rk_out, rcx
+    call        rk_chunk.encode
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+ENDPROC
+
+;-----------------------------------------------------------------------------
+; rk_sub: rbx = a thread state, rsi = a chunk of 2..CT_MAX_LEN bytes that is
+; not a token (PAD readable after it), rdx = its length, rcx = out (room
+; for rdx ids).  Only with RF_RANKS: a pair's priority is the id of its
+; bytes, so the ids of every substring are looked up in the thread's chunk
+; table first, all at once (pass 1 prefetches every home entry, pass 2
+; probes: the lookups overlap instead of waiting on one another), and the
+; merges (tiktoken's: the lowest, leftmost first) then read the matrix
+; rts.srank only.  Out: rax = ids written.  Keeps rbx, rbp, r12-r15;
+; clobbers the other registers and xmm0-xmm1.
+;-----------------------------------------------------------------------------
+PROC rk_sub
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rk_p, rsi
+    mov         rk_n, rdx
+    mov         rk_out, rcx
+    ; every id in srank "none" first; substrings of 2 bytes from renc.bp
+    vpcmpeqd    ymm0, ymm0, ymm0
+    xor         ecx, ecx
+.none_all:
+    vmovdqu     [rbx + rts.srank + rcx], ymm0
+    add         ecx, 32
+    cmp         ecx, 1024
+    jb          .none_all
+    mov         rdi, [rbx + rts.enc]
+    mov         rsi, [rdi + renc.bp]
+    mov         r10, [rdi + renc.bloom]
+    xor         ecx, ecx
+.two:
+    movzx       eax, word [rk_p + rcx]
+    mov         eax, [rsi + rax * 8]            ; (RF_RANKS: priority = id)
+    imul        edx, ecx, 17
+    mov         [rbx + rts.srank + rdx * 4 + 8], eax ; [i][i + 2]
+    inc         ecx
+    lea         eax, [ecx + 2]
+    cmp         rax, rk_n
+    jbe         .two
+    ; pass 1: each substring of 3+ bytes (by length L, then start i) whose
+    ; filter bit is set: its key, home entry (prefetched) and place in srank
+    ; into the next record; the others are no token
+    lea         rdi, [rbx + rts.sub]
+    mov         r8d, 3                          ; L
+    cmp         r8, rk_n
+    ja          .keyed
+.key_len:
+    xor         r9d, r9d                        ; i
+.key:
+    lea         rsi, [rk_p + r9]
+    CT_KEY      rsi, r8, r8d
+    vmovdqa     [rdi + rkrec.key], xmm0
+    WT_HASH     xmm0, rcx
+    imul        eax, r9d, 17
+    add         eax, r8d
+    mov         [rdi + rkrec.free], rax         ; i * 16 + (i + L)
+    mov         eax, ecx
+    shr         eax, 32 - BLOOM_BITS
+    mov         edx, eax
+    shr         edx, 5
+    mov         edx, [r10 + rdx * 4]
+    and         rcx, [rbx + rts.ctmask]
+    shl         rcx, CT_SHIFT
+    add         rcx, [rbx + rts.ct]
+    mov         [rdi + rkrec.home], rcx
+    bt          edx, eax                        ; CF: maybe a token
+    cmovnc      rcx, rdi                        ; (no: a line already here)
+    setc        al
+    prefetcht0  [rcx]
+    movzx       eax, al
+    shl         eax, 5                          ; (rkrec_size)
+    add         rdi, rax                        ; kept when maybe a token
+    inc         r9
+    lea         rax, [r9 + r8]
+    cmp         rax, rk_n
+    jbe         .key
+    inc         r8
+    cmp         r8, rk_n
+    jbe         .key_len
+.keyed:
+    ; pass 2: each kept record probed, its id (one-id entries: tokens)
+    ; into srank
+    mov         r8, rdi                         ; the records' end
+    lea         rdi, [rbx + rts.sub]
+.look:
+    cmp         rdi, r8
+    jae         .looked
+    mov         rcx, [rdi + rkrec.home]
+    vmovdqa     xmm0, [rdi + rkrec.key]
+.probe:
+    vpcmpeqb    xmm1, xmm0, [rcx + ctent.key]
+    vpmovmskb   eax, xmm1
+    cmp         eax, 0xFFFF
+    je          .found
+    cmp         byte [rcx + ctent.len], 0
+    je          .none
+    sub         rcx, [rbx + rts.ct]
+    add         rcx, ctent_size
+    and         rcx, [rbx + rts.ctbmask]
+    add         rcx, [rbx + rts.ct]
+    jmp         .probe
+.found:
+    mov         eax, [rcx + ctent.ids]
+    mov         edx, eax
+    shr         edx, CT_NSHIFT
+    and         eax, 0x000FFFFF
+    cmp         edx, 1
+    je          .put
+.none:
+    mov         eax, NO_PRIO
+.put:
+    mov         rdx, [rdi + rkrec.free]
+    mov         [rbx + rts.srank + rdx * 4], eax
+    add         rdi, rkrec_size
+    jmp         .look
+.looked:
+    ; the parts: starts sbnd[0..m] (sbnd[m] = n), pair k's priority spr[k]
+    ; = srank[sbnd[k]][sbnd[k + 2]]
+    xor         ecx, ecx
+.init:
+    mov         [rbx + rts.sbnd + rcx], cl
+    inc         ecx
+    cmp         rcx, rk_n
+    jbe         .init
+    xor         ecx, ecx
+.init_pr:
+    mov         rdx, rcx
+    shl         rdx, 4
+    lea         rdx, [rdx + rcx + 2]            ; [k][k + 2]
+    mov         eax, [rbx + rts.srank + rdx * 4]
+    mov         [rbx + rts.spr + rcx * 4], eax
+    inc         ecx
+    lea         rax, [rcx + 2]
+    cmp         rax, rk_n
+    jbe         .init_pr
+    mov         r15, rk_n                       ; m: parts
+.merge:
+    mov         eax, NO_PRIO                    ; the lowest, leftmost
+    xor         edi, edi
+    xor         esi, esi
+    lea         rcx, [r15 - 1]                  ; pairs
+.scan:
+    mov         edx, [rbx + rts.spr + rdi * 4]
+    cmp         edx, eax
+    jae         .scan_next
+    mov         eax, edx
+    mov         rsi, rdi
+.scan_next:
+    inc         rdi
+    cmp         rdi, rcx
+    jb          .scan
+    cmp         eax, NO_PRIO
+    je          .merged
+    lea         rdi, [rsi + 1]                  ; part k + 1 goes: sbnd and
+.shift:                                         ; spr move down by one
+    movzx       eax, byte [rbx + rts.sbnd + rdi + 1]
+    mov         [rbx + rts.sbnd + rdi], al
+    mov         eax, [rbx + rts.spr + rdi * 4 + 4]
+    mov         [rbx + rts.spr + rdi * 4], eax
+    inc         rdi
+    cmp         rdi, r15
+    jb          .shift
+    dec         r15
+    mov         dword [rbx + rts.spr + rsi * 4], NO_PRIO
+    lea         rax, [rsi + 2]                  ; pair k: [sbnd[k], sbnd[k+2])
+    cmp         rax, r15
+    ja          .left
+    movzx       edx, byte [rbx + rts.sbnd + rsi]
+    movzx       eax, byte [rbx + rts.sbnd + rsi + 2]
+    shl         edx, 4
+    add         edx, eax
+    mov         eax, [rbx + rts.srank + rdx * 4]
+    mov         [rbx + rts.spr + rsi * 4], eax
+.left:
+    test        rsi, rsi                        ; pair k - 1
+    jz          .merge
+    movzx       edx, byte [rbx + rts.sbnd + rsi - 1]
+    movzx       eax, byte [rbx + rts.sbnd + rsi + 1]
+    shl         edx, 4
+    add         edx, eax
+    mov         eax, [rbx + rts.srank + rdx * 4]
+    mov         [rbx + rts.spr + rsi * 4 - 4], eax
+    jmp         .merge
+.merged:                                        ; each part's id
+    mov         rdi, [rbx + rts.enc]
+    xor         ecx, ecx
+.out:
+    movzx       edx, byte [rbx + rts.sbnd + rcx]
+    movzx       esi, byte [rbx + rts.sbnd + rcx + 1]
+    lea         eax, [edx + 1]
+    cmp         eax, esi
+    jne         .token
+    movzx       eax, byte [rk_p + rdx]          ; one byte
+    mov         eax, [rdi + renc.byteid + rax * 4]
+    jmp         .emit
+.token:
+    shl         edx, 4
+    add         edx, esi
+    mov         eax, [rbx + rts.srank + rdx * 4]
+.emit:
+    mov         [rk_out + rcx * 4], eax
+    inc         ecx
+    cmp         rcx, r15
+    jb          .out
+    mov         rax, r15
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+ENDPROC
+
 ; lk_pair (long path): rdi = i, alive, next[i] < n: prio[i] and result[i]
 ; of the pair (i, next[i]), pushed onto the heap (r12, r15 entries) when it
 ; is one.  rbp = the scratch (id[]), rbx = the thread state, r8-r10 the

@@ -9,6 +9,22 @@ extern asmbpe_split_offsets
 extern mask_tab
 extern rk_state
 extern rk_chunk
+extern rk_merge
+extern rk_sub
+
+; OTHER_HALF reg: reg = the half of rts.batch that rts.bcur is not.
+; Clobbers rax.
+%macro OTHER_HALF 1
+    lea         rax, [rbx + rts.batch]
+    mov         %1, [rbx + rts.bcur]
+    sub         %1, rax
+    xor         %1, RK_BATCH * rkrec_size
+    add         %1, rax
+%endmacro
+
+section .rodata
+align 16
+ct_idmask:      times 4 dd 0x000FFFFF           ; an entry's ids, not their number
 
 section .text
 
@@ -56,10 +72,20 @@ ENDFUNC
 ; the pre-tokenizer (valid), rcx = out (room for rsi ids).  Out: rax = the
 ; ids written, or a negative status.  Keeps rbx, rbp, r12-r15; clobbers
 ; the other registers and ymm0-ymm3.
+;
+; The chunks go in batches of RK_BATCH: pass A makes each one's chunk table
+; key (chunks of up to CT_MAX_LEN bytes) and prefetches its home entry;
+; pass B probes the table (linear, 32-byte entries: a byte or a whole token
+; from the seed, or a chunk met before): a hit writes its (up to 4) ids with
+; one 16-byte store; a miss encodes the chunk (rk_merge) and puts it into
+; the empty entry that ended the probe when it has at most CT_MAX_TOK ids
+; (a table at renc.ctcap entries is reset to the seed first).  Longer
+; chunks go to rk_chunk (its cache).
 ;-----------------------------------------------------------------------------
 rk_doc:
     lea         rax, [rcx + rsi * 4]
     mov         [rbx + rts.outlim], rax         ; the room's end
+    mov         [rbx + rts.text], rdi
     push        rbp
     push        r12
     push        r13
@@ -69,7 +95,7 @@ rk_doc:
     push        rsi                             ; [rsp + 16]: len
     push        rdx                             ; [rsp + 8]: pretok
     push        rcx                             ; [rsp]: out
-    xor         r12d, r12d                      ; pos
+    xor         r12d, r12d                      ; pos: the next chunk's start
     xor         r13d, r13d                      ; ids written
 .split:
     cmp         r12, [rsp + 16]
@@ -85,93 +111,168 @@ rk_doc:
     js          .out
     jz          .done
     mov         r14, rax                        ; ends got
-    xor         r15d, r15d
-.batch:                                         ; the next RK_BATCH chunks:
-    lea         rax, [r15 + RK_BATCH]           ; their whole-token slots (or
-    cmp         rax, r14                        ; cache sets) prefetched, then
-    cmova       rax, r14                        ; each looked up
+    xor         r15d, r15d                      ; the next chunk's index
+    mov         [rbx + rts.sstart], r12
+    lea         rdi, [rbx + rts.batch]          ; the first batch: pass A
+    mov         [rbx + rts.bcur], rdi
+    xor         r10d, r10d
+    mov         r9d, RK_BATCH
+    cmp         r9, r14
+    cmova       r9, r14
+    call        rk_pass_a
+.batch:
+    lea         rax, [r15 + RK_BATCH]
+    cmp         rax, r14
+    cmova       rax, r14
     mov         [rbx + rts.bend], rax
-    mov         rdi, [rbx + rts.enc]
-    mov         r8, r12                         ; a chunk's start
-    mov         r9, r15
-.pf:
-    cmp         r9, [rbx + rts.bend]
-    jae         .chunk
-    mov         r10, [rbx + rts.ends + r9 * 8]
-    mov         rdx, r10
-    sub         rdx, r8                         ; its length
-    mov         rsi, [rsp + 24]
-    add         rsi, r8                         ; the chunk
-    mov         r8, r10
-    inc         r9
-    cmp         rdx, 1
-    jbe         .pf
-    cmp         rdx, WT_MAX_LEN
-    ja          .pf_cache
-    cmp         qword [rdi + renc.wt], 0
-    je          .pf_cache
-    lea         rax, [mask_tab + 64]
-    sub         rax, rdx
-    vmovdqu     xmm1, [rax]
-    vpand       xmm0, xmm1, [rsi]
-    vpinsrb     xmm0, xmm0, edx, WT_LENB
-    WT_HASH     xmm0, rcx
-    and         rcx, [rdi + renc.wtmask]
-    shl         rcx, WT_SHIFT
-    add         rcx, [rdi + renc.wt]
-    prefetcht0  [rcx]
-    CACHE_SET   rsi, rdx
-    prefetcht0  [rcx]
-    jmp         .pf
-.pf_cache:
-    cmp         rdx, RC_MAX_LEN
-    ja          .pf
-    CACHE_SET   rsi, rdx
-    prefetcht0  [rcx]
-    prefetcht0  [rcx + 64]
-    jmp         .pf
+    mov         rbp, r15                        ; the batch's first
+    mov         r10, rax                        ; the next batch: pass A
+    cmp         r10, r14
+    jae         .pass_b
+    lea         r9, [r10 + RK_BATCH]
+    cmp         r9, r14
+    cmova       r9, r14
+    OTHER_HALF  rdi
+    call        rk_pass_a
+.pass_b:
+    ; pass B: each chunk looked up, in order
+    mov         rdi, [rbx + rts.bcur]
 .chunk:
-    mov         rsi, [rsp + 24]
-    add         rsi, r12                        ; the chunk
     mov         r8, [rbx + rts.ends + r15 * 8]  ; its end
-    mov         rdx, r8
-    sub         rdx, r12                        ; its length
-    mov         rcx, [rsp]
-    lea         rcx, [rcx + r13 * 4]            ; its ids go here
-    mov         rdi, [rbx + rts.enc]
-    cmp         rdx, 1
-    je          .one
-    cmp         rdx, WT_MAX_LEN
-    ja          .slow
-    cmp         qword [rdi + renc.wt], 0
-    je          .slow
-    WT_LOOKUP   .wt_hit                         ; a whole token?
-    jmp         .slow
-.wt_hit:
-    mov         [rcx], eax
-    jmp         .one_id
-.one:
-    movzx       eax, byte [rsi]
-    mov         eax, [rdi + renc.byteid + rax * 4]
-    mov         [rcx], eax
-.one_id:
-    mov         r12, r8
-    inc         r13
-    jmp         .next
-.slow:
-    push        r8
-    call        rk_chunk
-    pop         r12                             ; pos = its end
-    test        rax, rax
-    js          .out
+    mov         rcx, [rdi + rkrec.home]
+    test        rcx, rcx
+    jz          .slow
+    vmovdqa     xmm0, [rdi + rkrec.key]
+.probe:
+    vpcmpeqb    xmm1, xmm0, [rcx + ctent.key]
+    vpmovmskb   eax, xmm1
+    cmp         eax, 0xFFFF
+    jne         .other
+    vmovdqu     xmm1, [rcx + ctent.ids]         ; a hit: its ids
+    vmovd       eax, xmm1
+    shr         eax, CT_NSHIFT                  ; how many
+    vpand       xmm1, xmm1, [ct_idmask]
+    mov         rdx, [rsp]
+    lea         rdx, [rdx + r13 * 4]            ; where they go
+    lea         rsi, [rdx + 16]
+    cmp         rsi, [rbx + rts.outlim]
+    ja          .hit_tail
+    vmovdqu     [rdx], xmm1                     ; (past them: scratch)
     add         r13, rax
+    mov         r12, r8
 .next:
+    add         rdi, rkrec_size
     inc         r15
     cmp         r15, [rbx + rts.bend]
     jb          .chunk
+    OTHER_HALF  rdi                             ; the next batch's records
+    mov         [rbx + rts.bcur], rdi
     cmp         r15, r14
     jb          .batch
     jmp         .split
+.hit_tail:                                      ; the room's last ids
+    add         r13, rax
+    mov         r12, r8
+    vmovdqa     [rdi + rkrec.key], xmm1         ; (the key is no longer
+.hit_id:                                        ; needed)
+    mov         esi, [rdi + rkrec.key]
+    mov         [rdx], esi
+    add         rdx, 4
+    add         rdi, 4
+    dec         eax
+    jnz         .hit_id
+    mov         rdi, [rbx + rts.bcur]           ; (the record again)
+    mov         rax, r15
+    sub         rax, rbp
+    shl         rax, 5
+    add         rdi, rax
+    jmp         .next
+.other:
+    cmp         byte [rcx + ctent.len], 0
+    je          .miss                           ; empty: not in the table
+    sub         rcx, [rbx + rts.ct]
+    add         rcx, ctent_size
+    and         rcx, [rbx + rts.ctbmask]
+    add         rcx, [rbx + rts.ct]             ; the next entry
+    jmp         .probe
+.miss:
+    mov         [rdi + rkrec.free], rcx
+    push        rdi
+    push        r8
+    mov         rsi, [rsp + 16 + 24]
+    add         rsi, r12                        ; the chunk
+    mov         rdx, r8
+    sub         rdx, r12                        ; its length (2+: every byte
+    mov         rcx, [rsp + 16]                 ; is in the table)
+    lea         rcx, [rcx + r13 * 4]
+    mov         rax, [rbx + rts.enc]
+    test        qword [rax + renc.flags], RF_RANKS
+    jz          .by_pairs
+    call        rk_sub                          ; ids by the substrings'
+    jmp         .encoded                        ; ids
+.by_pairs:
+    call        rk_merge                        ; by the pair table
+.encoded:
+    pop         r8
+    pop         rdi
+    test        rax, rax
+    js          .out
+    cmp         rax, CT_MAX_TOK
+    ja          .put_done
+    mov         rcx, [rbx + rts.ctfill]
+    cmp         rcx, [rbx + rts.ctcap]
+    jae         .reset
+    inc         rcx
+    mov         [rbx + rts.ctfill], rcx
+    mov         rcx, [rdi + rkrec.free]         ; the chunk into the table
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    vmovdqu     [rcx + ctent.key], xmm0
+    mov         rdx, [rsp]
+    lea         rdx, [rdx + r13 * 4]            ; its ids
+    lea         rsi, [rax * 4]
+    lea         r9, [mask_tab + 64]
+    sub         r9, rsi
+    vmovdqu     xmm2, [r9]                      ; the first n dwords
+    vpmaskmovd  xmm1, xmm2, [rdx]               ; (no read past them)
+    mov         esi, eax
+    shl         esi, CT_NSHIFT
+    vmovd       xmm2, esi
+    vpor        xmm1, xmm1, xmm2                ; their number in ids[0]
+    vmovdqu     [rcx + ctent.ids], xmm1
+.put_done:
+    add         r13, rax
+    mov         r12, r8
+    jmp         .next
+.reset:                                         ; the table is full: back
+    push        rdi                             ; to the seed (this chunk
+    push        rax                             ; is not put)
+    mov         rdx, [rbx + rts.enc]
+    mov         rdi, [rbx + rts.ct]
+    mov         rsi, [rdx + renc.seed]
+    mov         rcx, [rdx + renc.ctbytes]
+    rep movsb
+    mov         rcx, [rdx + renc.seedn]
+    mov         [rbx + rts.ctfill], rcx
+    pop         rax
+    pop         rdi
+    jmp         .put_done
+.slow:                                          ; over CT_MAX_LEN bytes
+    push        rdi
+    push        r8
+    mov         rsi, [rsp + 16 + 24]
+    add         rsi, r12
+    mov         rdx, r8
+    sub         rdx, r12
+    mov         rcx, [rsp + 16]
+    lea         rcx, [rcx + r13 * 4]
+    call        rk_chunk
+    pop         r8
+    pop         rdi
+    test        rax, rax
+    js          .out
+    add         r13, rax
+    mov         r12, r8
+    jmp         .next
 .done:
     mov         rax, r13
 .out:
@@ -181,6 +282,40 @@ rk_doc:
     pop         r13
     pop         r12
     pop         rbp
+    ret
+
+; rk_pass_a (rk_doc's pass A): rbx = the thread state, chunks r10 (first)
+; to r9 (end) of rts.ends, rdi = their records: each chunk's chunk table
+; key and home entry (0 when over CT_MAX_LEN bytes), the entry prefetched.
+; Clobbers rax, rcx, rdx, rsi, rdi, r8, r10, r11, xmm0, xmm1.
+rk_pass_a:
+    mov         r8, [rbx + rts.sstart]          ; the first chunk's start
+    test        r10, r10
+    jz          .chunk
+    mov         r8, [rbx + rts.ends + r10 * 8 - 8]
+.chunk:
+    mov         rax, r8
+    mov         r8, [rbx + rts.ends + r10 * 8]
+    mov         rdx, r8
+    sub         rdx, rax                        ; its length
+    mov         rsi, [rbx + rts.text]
+    add         rsi, rax                        ; the chunk
+    xor         ecx, ecx
+    cmp         rdx, CT_MAX_LEN
+    ja          .put
+    CT_KEY      rsi, rdx, edx
+    vmovdqa     [rdi + rkrec.key], xmm0
+    WT_HASH     xmm0, rcx
+    and         rcx, [rbx + rts.ctmask]
+    shl         rcx, CT_SHIFT
+    add         rcx, [rbx + rts.ct]             ; its home entry
+    prefetcht0  [rcx]
+.put:
+    mov         [rdi + rkrec.home], rcx
+    add         rdi, rkrec_size
+    inc         r10
+    cmp         r10, r9
+    jb          .chunk
     ret
 
 ;-----------------------------------------------------------------------------
@@ -234,6 +369,8 @@ FUNC asmbpe_renc_encode, 8, 15, 1, e, text, ends, ndocs, threads, pretok, out, c
     inc         r13
     cmp         r13, r12
     jb          .states
+    cmp         r12, 1
+    je          .one_thread
     lea         rdi, [rk_worker]
     mov         rsi, rsp
     mov         rdx, r12
@@ -243,36 +380,58 @@ FUNC asmbpe_renc_encode, 8, 15, 1, e, text, ends, ndocs, threads, pretok, out, c
     mov         rax, [rsp + rjob.status]
     test        rax, rax
     jnz         .ret
-    mov         rsi, [rsp + rjob.ends]          ; into document order
-    mov         rdi, [rsp + rjob.out]
-    mov         r8, [rsp + rjob.counts]
-    xor         ecx, ecx                        ; document
-    xor         edx, edx                        ; ids so far
-    xor         r9d, r9d                        ; its start
+    mov         r12, [rsp + rjob.ends]          ; into document order: each
+    mov         r13, [rsp + rjob.counts]        ; document's ids moved down
+    xor         r14d, r14d                      ; document
+    xor         r15d, r15d                      ; ids so far
+    xor         edx, edx                        ; its start
 .gather:
-    cmp         rcx, [rsp + rjob.ndocs]
+    cmp         r14, [rsp + rjob.ndocs]
     jae         .gathered
-    mov         r10, [r8 + rcx * 8]             ; its ids
-    xor         r11d, r11d
-.move:
-    cmp         r11, r10
-    jae         .moved
-    lea         rax, [r9 + r11]
-    mov         eax, [rdi + rax * 4]
-    lea         rbx, [rdx + r11]
-    mov         [rdi + rbx * 4], eax
-    inc         r11
-    jmp         .move
-.moved:
-    add         rdx, r10
-    mov         r9, [rsi + rcx * 8]
-    inc         rcx
+    mov         rcx, [r13 + r14 * 8]            ; its ids
+    mov         rax, [rsp + rjob.out]
+    lea         rsi, [rax + rdx * 4]
+    lea         rdi, [rax + r15 * 4]
+    add         r15, rcx
+    rep movsd                                   ; (forward: rdi <= rsi)
+    mov         rdx, [r12 + r14 * 8]
+    inc         r14
     jmp         .gather
 .gathered:
-    mov         rax, rdx
+    mov         rax, r15
 .ret:
     STACK_FREE  rjob_size + 8
     RET
+.one_thread:                                    ; one thread: the documents
+    xor         r13d, r13d                      ; in order, each one's ids
+    xor         r14d, r14d                      ; right after the last one's
+    xor         r15d, r15d                      ; (its room: ids never
+    mov         rbx, [rsp + rjob.enc]           ; outnumber bytes), nothing
+    mov         rbx, [rbx + renc.ts]            ; to gather
+.one_doc:
+    cmp         r13, [rsp + rjob.ndocs]
+    jae         .one_done
+    mov         rcx, [rsp + rjob.ends]
+    mov         rsi, [rcx + r13 * 8]
+    sub         rsi, r15                        ; its length
+    mov         rdi, [rsp + rjob.text]
+    add         rdi, r15
+    mov         rcx, [rsp + rjob.out]
+    lea         rcx, [rcx + r14 * 4]
+    mov         rdx, [rsp + rjob.pretok]
+    call        rk_doc
+    test        rax, rax
+    js          .ret
+    mov         rcx, [rsp + rjob.counts]
+    mov         [rcx + r13 * 8], rax
+    add         r14, rax
+    mov         rcx, [rsp + rjob.ends]
+    mov         r15, [rcx + r13 * 8]
+    inc         r13
+    jmp         .one_doc
+.one_done:
+    mov         rax, r14
+    jmp         .ret
 .nomem:
     mov         rax, ASMBPE_ENOMEM
     jmp         .ret

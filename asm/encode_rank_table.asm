@@ -18,7 +18,9 @@ section .text
 ; pairs: n_pairs rows {left, right, priority, result} (no pair twice, ids
 ; and priorities < n_tokens <= RK_MAX_TOK, one result per priority: the
 ; slots keep the priority, renc.res the result); byte_ids[256]; token i is
-; tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags: RF_WHOLE.  NULL
+; tok_bytes[tok_offsets[i], tok_offsets[i + 1]).  flags: RF_WHOLE, RF_RANKS
+; (which implies RF_WHOLE: the caller promises that the pairs are every
+; split of a token into two, priority = result = the token's id).  NULL
 ; when out of memory or an argument is out of range.
 ;-----------------------------------------------------------------------------
 %define nw_pairs    rbx
@@ -53,7 +55,11 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rax, [rsp + 8]
     mov         [nw_enc + renc.ntok], rax
     mov         rax, nw_t2
-    and         eax, RF_WHOLE
+    and         eax, RF_WHOLE | RF_RANKS
+    test        eax, RF_RANKS                   ; (ranks imply whole tokens)
+    jz          .flags
+    or          eax, RF_WHOLE
+.flags:
     mov         [nw_enc + renc.flags], rax
 
     ; the pair slots: a power of two >= 2 n, at least 1024
@@ -173,9 +179,77 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rcx, nw_t
     rep movsb
 
-    ; the whole-token slots (RF_WHOLE): tokens of 2+ bytes by crc32c
+    ; the chunk table's seed: every byte, and with RF_WHOLE every token of
+    ; 2..CT_MAX_LEN bytes; a power of two >= 4 (256 + tokens) entries, at
+    ; least 2^CT_MIN_BITS
+    mov         rax, [nw_enc + renc.ntok]
+    add         rax, 256
+    shl         rax, 2
+    mov         ecx, CT_MIN_BITS
+.csize:
+    mov         edx, 1
+    shl         rdx, cl
+    cmp         rdx, rax
+    jae         .csized
+    inc         ecx
+    jmp         .csize
+.csized:
+    lea         rax, [rdx - 1]
+    mov         [nw_enc + renc.ctmask], rax
+    mov         rax, rdx
+    shr         rax, 3
+    lea         rax, [rax + rax * 4]            ; 5/8 of the entries
+    mov         [nw_enc + renc.ctcap], rax
+    shl         rdx, CT_SHIFT
+    mov         [nw_enc + renc.ctbytes], rdx
+    mov         rdi, rdx
+    call        asmbpe_map                      ; zeroed: every entry empty
+    test        rax, rax
+    jz          .fail
+    mov         [nw_enc + renc.seed], rax
+    test        qword [nw_enc + renc.flags], RF_RANKS
+    jz          .no_bloom
+    mov         edi, 1 << (BLOOM_BITS - 3)
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fail
+    mov         [nw_enc + renc.bloom], rax
+.no_bloom:
+    xor         nw_i, nw_i
+.cbyte:
+    vpxor       xmm0, xmm0, xmm0
+    vpinsrb     xmm0, xmm0, r15d, 0             ; (nw_i)
+    mov         eax, 1
+    vpinsrb     xmm0, xmm0, eax, ctent.len
+    mov         eax, [nw_enc + renc.byteid + nw_i * 4]
+    call        ct_seed_put
+    inc         nw_i
+    cmp         nw_i, 256
+    jb          .cbyte
     test        qword [nw_enc + renc.flags], RF_WHOLE
     jz          .done
+    xor         nw_i, nw_i
+.ctok:
+    cmp         nw_i, [nw_enc + renc.ntok]
+    jae         .ctoks
+    mov         rax, [nw_enc + renc.tokoff]
+    mov         rsi, [rax + nw_i * 8]
+    mov         rdx, [rax + nw_i * 8 + 8]
+    sub         rdx, rsi                        ; its length
+    cmp         rdx, 2
+    jb          .ctnext
+    cmp         rdx, CT_MAX_LEN
+    ja          .ctnext
+    add         rsi, [nw_enc + renc.tokbytes]   ; (PAD after the bytes)
+    CT_KEY      rsi, rdx, edx
+    mov         eax, r15d                       ; (nw_i)
+    call        ct_seed_put
+.ctnext:
+    inc         nw_i
+    jmp         .ctok
+.ctoks:
+
+    ; the whole-token slots (RF_WHOLE): tokens of 2+ bytes by crc32c
     mov         rax, [nw_enc + renc.ntok]
     add         rax, rax
     mov         ecx, 10
@@ -298,6 +372,38 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     RET
 ENDFUNC
 
+; ct_seed_put (asmbpe_renc_new): r14 = the encoder, xmm0 = a key, eax =
+; its id: an entry of one id in the seed (the first empty one from the key's
+; home).  Clobbers rax, rcx, r8-r11.
+ct_seed_put:
+    mov         r8, [r14 + renc.seed]
+    mov         r9, [r14 + renc.ctmask]
+    or          eax, 1 << CT_NSHIFT
+    mov         r10d, eax
+    WT_HASH     xmm0, rcx
+    mov         r11, [r14 + renc.bloom]         ; its filter bit
+    test        r11, r11
+    jz          .probe
+    vpextrb     eax, xmm0, ctent.len
+    cmp         eax, 3
+    jb          .probe
+    mov         eax, ecx
+    shr         eax, 32 - BLOOM_BITS
+    bts         [r11], rax
+.probe:
+    and         rcx, r9
+    mov         rax, rcx
+    shl         rax, CT_SHIFT
+    cmp         byte [r8 + rax + ctent.len], 0
+    je          .free
+    inc         rcx
+    jmp         .probe
+.free:
+    vmovdqu     [r8 + rax + ctent.key], xmm0
+    mov         [r8 + rax + ctent.ids], r10d
+    inc         qword [r14 + renc.seedn]
+    ret
+
 ;-----------------------------------------------------------------------------
 ; void asmbpe_renc_free(asmbpe_renc *e): everything it mapped (NULL: nothing).
 ;-----------------------------------------------------------------------------
@@ -327,6 +433,9 @@ asmbpe_renc_free_impl:
     mov         rdi, [r13 + rts.scratch]
     mov         rsi, [r13 + rts.scrbytes]
     call        .unmap
+    mov         rdi, [r13 + rts.ct]
+    mov         rsi, [rbx + renc.ctbytes]
+    call        .unmap
     mov         rdi, r13
     mov         esi, (rts_size + 4095) & ~4095
     call        .unmap
@@ -345,6 +454,12 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.bp]
     mov         esi, BP_BYTES
+    call        .unmap
+    mov         rdi, [rbx + renc.seed]
+    mov         rsi, [rbx + renc.ctbytes]
+    call        .unmap
+    mov         rdi, [rbx + renc.bloom]
+    mov         esi, 1 << (BLOOM_BITS - 3)
     call        .unmap
     mov         rdi, [rbx + renc.res]
     mov         rsi, [rbx + renc.rbytes]
@@ -396,6 +511,24 @@ PROC rk_state
     test        rax, rax
     jz          .no_cache
     mov         [r13 + rts.cache], rax
+    mov         rdi, [rbx + renc.ctbytes]       ; the chunk table: the seed
+    call        asmbpe_map
+    test        rax, rax
+    jz          .no_ct
+    mov         [r13 + rts.ct], rax
+    mov         rdi, rax
+    mov         rsi, [rbx + renc.seed]
+    mov         rcx, [rbx + renc.ctbytes]
+    rep movsb
+    mov         rax, [rbx + renc.seedn]
+    mov         [r13 + rts.ctfill], rax
+    mov         rax, [rbx + renc.ctmask]
+    mov         [r13 + rts.ctmask], rax
+    mov         rax, [rbx + renc.ctbytes]
+    dec         rax
+    mov         [r13 + rts.ctbmask], rax
+    mov         rax, [rbx + renc.ctcap]
+    mov         [r13 + rts.ctcap], rax
     mov         [rbx + renc.ts + r12 * 8], r13
     mov         rax, r13
 .out:
@@ -404,6 +537,10 @@ PROC rk_state
     pop         rbx
 .ret:
     ret
+.no_ct:
+    mov         rdi, [r13 + rts.cache]
+    mov         esi, RC_ENTRIES * rcent_size + 4096
+    call        asmbpe_unmap
 .no_cache:
     mov         rdi, r13
     mov         esi, (rts_size + 4095) & ~4095

@@ -26,14 +26,23 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import Padded
+from .buffers import PAD, PAD_BYTE, Padded
 from .pretokenizers import resolve
 from .vocab import Vocab, VocabError, byte_ids, pair_table
 
 __all__ = ["RankEncoder"]
 
 RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
+RENC_RANKS = 2              # asmbpe.h: ASMBPE_RENC_RANKS (a rank file's pairs)
 MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tokens
+
+
+def _flags(vocab: Vocab) -> int:
+    """The library's flags for a vocabulary: whole chunks; ranks for a rank file (its
+    pair table is every split of a token, priority = result = the token's id)."""
+    if vocab.merges is None and vocab.whole_chunk:
+        return RENC_WHOLE | RENC_RANKS
+    return RENC_WHOLE if vocab.whole_chunk else 0
 
 
 class RankEncoder:
@@ -61,7 +70,7 @@ class RankEncoder:
         handle = L.asmbpe_renc_new(ffi.from_buffer("uint32_t[]", rows), len(rows),
                                    ffi.from_buffer("uint32_t[]", ids), token_bytes,
                                    ffi.from_buffer("uint64_t[]", offsets), len(vocab.tokens),
-                                   RENC_WHOLE if vocab.whole_chunk else 0)
+                                   _flags(vocab))
         if handle == ffi.NULL:
             raise MemoryError("asmbpe_renc_new: out of memory")
         self._handle = ffi.gc(handle, L.asmbpe_renc_free)
@@ -105,12 +114,15 @@ class RankEncoder:
             return np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint64)
         if threads is None:
             threads = len(os.sched_getaffinity(0))
-        buf = Padded(b"".join(datas))
+        pad = bytes([PAD_BYTE]) * PAD
+        joined = b"".join([pad, *datas, pad])   # the text and its padding, one copy
+        size = len(joined) - 2 * PAD
         ends = np.cumsum([len(d) for d in datas], dtype=np.uint64)
-        out = np.empty(max(buf.size, 1), dtype=np.uint32)
+        out = np.empty(max(size, 1), dtype=np.uint32)   # (pages touched: the ids only)
         counts = np.zeros(len(datas), dtype=np.uint64)
+        text = ffi.from_buffer("uint8_t[]", joined) + PAD
         with self._lock:
-            got = lib().asmbpe_renc_encode(self._handle, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
+            got = lib().asmbpe_renc_encode(self._handle, text, ffi.from_buffer("uint64_t[]", ends),
                                            len(datas), min(threads, 256), self._pretok,
                                            ffi.from_buffer("uint32_t[]", out),
                                            ffi.from_buffer("uint64_t[]", counts))

@@ -743,10 +743,18 @@ def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
                     merges.append((index[t[:k]], index[t[k:]]))
                     break
     merge_vocab = Vocab("checkasm merges", ranked, "nanochat", {}, merges, False)
-    return [("ranks", rank_vocab), ("merges", merge_vocab)]
+    by_pairs = Vocab("checkasm ranks by pairs", ranked, "gpt2", {}, None, True)
+    return [("ranks", rank_vocab), ("ranks by pairs", by_pairs), ("merges", merge_vocab)]
+
+
+# the library's flags for one of _rank_vocabs: a rank file's as harness.rank gives them
+# (ASMBPE_RENC_RANKS: pairs found from the substrings' ids), and once more with whole
+# chunks only, so that its misses take the pair table as a tokenizer.json's do
+_RENC_FLAGS = {"checkasm ranks by pairs": 1}
 
 
 def _renc_new(ctx: Ctx, v) -> int:
+    from ..rank import _flags
     from ..vocab import byte_ids, pair_table
     rows = np.ascontiguousarray(np.stack(pair_table(v), axis=1), dtype=np.uint32)
     ids = byte_ids(v)
@@ -757,7 +765,7 @@ def _renc_new(ctx: Ctx, v) -> int:
     return ctx.call("asmbpe_renc_new", ffi.from_buffer("uint32_t[]", rows), len(rows),
                     ffi.from_buffer("uint32_t[]", ids), ffi.from_buffer("uint8_t[]", blob),
                     ffi.from_buffer("uint64_t[]", offsets), len(v.tokens),
-                    1 if v.whole_chunk else 0)
+                    _RENC_FLAGS.get(v.name, _flags(v)))
 
 
 def _u32_out(n: int) -> tuple[np.ndarray, np.ndarray]:
