@@ -479,7 +479,7 @@ ENDPROC
 ; probes: the lookups overlap instead of waiting on one another), and the
 ; merges (tiktoken's: the lowest, leftmost first) then read the matrix
 ; rts.srank only.  Out: rax = ids written.  Keeps rbx, rbp, r12-r15;
-; clobbers the other registers and xmm0-xmm1.
+; clobbers the other registers and ymm0-ymm3.
 ;-----------------------------------------------------------------------------
 PROC rk_sub
     push        rbp
@@ -511,46 +511,72 @@ PROC rk_sub
     lea         eax, [ecx + 2]
     cmp         rax, rk_n
     jbe         .two
-    ; pass 1: each substring of 3+ bytes (by length L, then start i) whose
-    ; filter bit is set: its key, home entry (prefetched) and place in srank
-    ; into the next record; the others are no token
-    lea         rdi, [rbx + rts.sub]
-    mov         r8d, 3                          ; L
-    cmp         r8, rk_n
-    ja          .keyed
-.key_len:
+    ; pass 1: the filter bit of each substring of 3+ bytes (by start i, then
+    ; end j; the hash of [i, j + 1) from that of [i, j)): {i, j} of those
+    ; whose bit is set into scand (the others are no token)
+    lea         rdi, [rbx + rts.scand]
+    mov         r11, ROLL_K
     xor         r9d, r9d                        ; i
-.key:
-    lea         rsi, [rk_p + r9]
-    CT_KEY      rsi, r8, r8d
-    vmovdqa     [rdi + rkrec.key], xmm0
-    WT_HASH     xmm0, rcx
-    imul        eax, r9d, 17
-    add         eax, r8d
-    mov         [rdi + rkrec.free], rax         ; i * 16 + (i + L)
-    mov         eax, ecx
-    shr         eax, 32 - BLOOM_BITS
+.start:
+    lea         rax, [r9 + 3]
+    cmp         rax, rk_n
+    ja          .filtered
+    movzx       eax, byte [rk_p + r9]
+    lea         rcx, [rax + 1]
+    imul        rcx, r11
+    movzx       eax, byte [rk_p + r9 + 1]
+    lea         rcx, [rcx + rax + 1]
+    imul        rcx, r11
+    lea         r8, [r9 + 2]                    ; j: the substring's last byte
+.byte_end:
+    movzx       eax, byte [rk_p + r8]
+    lea         rcx, [rcx + rax + 1]
+    imul        rcx, r11                        ; the hash of [i, j + 1)
+    inc         r8
+    mov         rax, rcx
+    shr         rax, 64 - BLOOM_BITS
     mov         edx, eax
     shr         edx, 5
     mov         edx, [r10 + rdx * 4]
+    mov         [rdi], r9
+    mov         [rdi + 8], r8
+    bt          edx, eax
+    setc        al
+    movzx       eax, al
+    shl         eax, 4
+    add         rdi, rax                        ; kept when maybe a token
+    cmp         r8, rk_n
+    jb          .byte_end
+    inc         r9
+    jmp         .start
+.filtered:
+    ; pass 1b: each kept substring's key and home entry (prefetched), its
+    ; place in srank
+    mov         r10, rdi                        ; the candidates' end
+    lea         r9, [rbx + rts.scand]
+    lea         rdi, [rbx + rts.sub]
+.key:
+    cmp         r9, r10
+    jae         .keyed
+    mov         rsi, [r9]                       ; i
+    mov         r8, [r9 + 8]                    ; j
+    mov         rax, rsi
+    shl         rax, 4
+    add         rax, r8
+    mov         [rdi + rkrec.free], rax         ; i * 16 + j
+    sub         r8, rsi                         ; L
+    add         rsi, rk_p
+    CT_KEY      rsi, r8, r8d
+    vmovdqa     [rdi + rkrec.key], xmm0
+    WT_HASH     xmm0, rcx
     and         rcx, [rbx + rts.ctmask]
     shl         rcx, CT_SHIFT
     add         rcx, [rbx + rts.ct]
     mov         [rdi + rkrec.home], rcx
-    bt          edx, eax                        ; CF: maybe a token
-    cmovnc      rcx, rdi                        ; (no: a line already here)
-    setc        al
     prefetcht0  [rcx]
-    movzx       eax, al
-    shl         eax, 5                          ; (rkrec_size)
-    add         rdi, rax                        ; kept when maybe a token
-    inc         r9
-    lea         rax, [r9 + r8]
-    cmp         rax, rk_n
-    jbe         .key
-    inc         r8
-    cmp         r8, rk_n
-    jbe         .key_len
+    add         rdi, rkrec_size
+    add         r9, 16
+    jmp         .key
 .keyed:
     ; pass 2: each kept record probed, its id (one-id entries: tokens)
     ; into srank
@@ -589,22 +615,25 @@ PROC rk_sub
     jmp         .look
 .looked:
     ; the parts: starts sbnd[0..m] (sbnd[m] = n), pair k's priority spr[k]
-    ; = srank[sbnd[k]][sbnd[k + 2]]
+    ; = srank[sbnd[k]][sbnd[k + 2]], NO_PRIO past the last pair
     xor         ecx, ecx
 .init:
     mov         [rbx + rts.sbnd + rcx], cl
     inc         ecx
     cmp         rcx, rk_n
     jbe         .init
+    vpcmpeqd    ymm0, ymm0, ymm0
+    vmovdqu     [rbx + rts.spr], ymm0
+    vmovdqu     [rbx + rts.spr + 32], ymm0
+    vmovdqu     [rbx + rts.spr + 64], ymm0
+    vmovdqu     [rbx + rts.spr + 96], ymm0
     xor         ecx, ecx
 .init_pr:
-    mov         rdx, rcx
-    shl         rdx, 4
-    lea         rdx, [rdx + rcx + 2]            ; [k][k + 2]
-    mov         eax, [rbx + rts.srank + rdx * 4]
+    imul        edx, ecx, 17
+    mov         eax, [rbx + rts.srank + rdx * 4 + 8] ; [k][k + 2]
     mov         [rbx + rts.spr + rcx * 4], eax
     inc         ecx
-    lea         rax, [rcx + 2]
+    lea         eax, [ecx + 2]
     cmp         rax, rk_n
     jbe         .init_pr
     mov         r15, rk_n                       ; m: parts
@@ -616,11 +645,9 @@ PROC rk_sub
 .scan:
     mov         edx, [rbx + rts.spr + rdi * 4]
     cmp         edx, eax
-    jae         .scan_next
-    mov         eax, edx
-    mov         rsi, rdi
-.scan_next:
-    inc         rdi
+    cmovb       eax, edx
+    cmovb       esi, edi
+    inc         edi
     cmp         rdi, rcx
     jb          .scan
     cmp         eax, NO_PRIO

@@ -151,6 +151,8 @@ rk_doc:
     vmovdqu     xmm1, [rcx + ctent.ids]         ; a hit: its ids
     vmovd       eax, xmm1
     shr         eax, CT_NSHIFT                  ; how many
+    cmp         eax, CT_MAX_TOK
+    ja          .hit_arena
     vpand       xmm1, xmm1, [ct_idmask]
     mov         rdx, [rsp]
     lea         rdx, [rdx + r13 * 4]            ; where they go
@@ -170,6 +172,30 @@ rk_doc:
     cmp         r15, r14
     jb          .batch
     jmp         .split
+.hit_arena:                                     ; 5..15 ids, in the arena
+    vpextrd     esi, xmm1, 1
+    mov         rdx, [rbx + rts.arena]
+    lea         rsi, [rdx + rsi * 4]
+    mov         rdx, [rsp]
+    lea         rdx, [rdx + r13 * 4]            ; where they go
+    add         r13, rax
+    mov         r12, r8
+    lea         rcx, [rdx + 64]
+    cmp         rcx, [rbx + rts.outlim]
+    ja          .arena_ids
+    vmovdqu     ymm1, [rsi]                     ; (the arena has room after
+    vmovdqu     ymm2, [rsi + 32]                ; its last ids)
+    vmovdqu     [rdx], ymm1
+    vmovdqu     [rdx + 32], ymm2
+    jmp         .next
+.arena_ids:
+    mov         ecx, [rsi]
+    mov         [rdx], ecx
+    add         rsi, 4
+    add         rdx, 4
+    dec         eax
+    jnz         .arena_ids
+    jmp         .next
 .hit_tail:                                      ; the room's last ids
     add         r13, rax
     mov         r12, r8
@@ -217,11 +243,13 @@ rk_doc:
     pop         rdi
     test        rax, rax
     js          .out
-    cmp         rax, CT_MAX_TOK
+    cmp         rax, CT_MAX_LEN
     ja          .put_done
     mov         rcx, [rbx + rts.ctfill]
     cmp         rcx, [rbx + rts.ctcap]
     jae         .reset
+    cmp         rax, CT_MAX_TOK
+    ja          .put_arena
     inc         rcx
     mov         [rbx + rts.ctfill], rcx
     mov         rcx, [rdi + rkrec.free]         ; the chunk into the table
@@ -243,16 +271,46 @@ rk_doc:
     add         r13, rax
     mov         r12, r8
     jmp         .next
+.put_arena:                                     ; 5..15 ids: into the arena
+    mov         rsi, [rbx + rts.apos]
+    lea         rdx, [rsi + rax]
+    cmp         rdx, CT_ARENA - 16
+    ja          .reset                          ; (full: a reset empties it)
+    mov         [rbx + rts.apos], rdx
+    inc         rcx
+    mov         [rbx + rts.ctfill], rcx
+    mov         rcx, [rdi + rkrec.free]
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    vmovdqu     [rcx + ctent.key], xmm0
+    mov         edx, eax
+    shl         edx, CT_NSHIFT
+    mov         [rcx + ctent.ids], edx          ; their number
+    mov         [rcx + ctent.ids + 4], esi      ; where they start
+    mov         dword [rcx + ctent.ids + 8], 0
+    mov         dword [rcx + ctent.ids + 12], 0
+    mov         rcx, [rbx + rts.arena]
+    lea         rcx, [rcx + rsi * 4]
+    mov         rdx, [rsp]
+    lea         rdx, [rdx + r13 * 4]            ; the ids
+    xor         esi, esi
+.arena_put:
+    mov         r9d, [rdx + rsi * 4]
+    mov         [rcx + rsi * 4], r9d
+    inc         esi
+    cmp         rsi, rax
+    jb          .arena_put
+    jmp         .put_done
 .reset:                                         ; the table is full: back
     push        rdi                             ; to the seed (this chunk
-    push        rax                             ; is not put)
-    mov         rdx, [rbx + rts.enc]
+    push        rax                             ; is not put), the arena
+    mov         rdx, [rbx + rts.enc]            ; empty
     mov         rdi, [rbx + rts.ct]
     mov         rsi, [rdx + renc.seed]
     mov         rcx, [rdx + renc.ctbytes]
     rep movsb
     mov         rcx, [rdx + renc.seedn]
     mov         [rbx + rts.ctfill], rcx
+    mov         qword [rbx + rts.apos], 0
     pop         rax
     pop         rdi
     jmp         .put_done

@@ -381,15 +381,32 @@ ct_seed_put:
     or          eax, 1 << CT_NSHIFT
     mov         r10d, eax
     WT_HASH     xmm0, rcx
-    mov         r11, [r14 + renc.bloom]         ; its filter bit
-    test        r11, r11
-    jz          .probe
+    cmp         qword [r14 + renc.bloom], 0     ; its filter bit
+    je          .probe
     vpextrb     eax, xmm0, ctent.len
     cmp         eax, 3
     jb          .probe
-    mov         eax, ecx
-    shr         eax, 32 - BLOOM_BITS
-    bts         [r11], rax
+    push        rcx
+    push        rdx
+    sub         rsp, 16
+    vmovdqu     [rsp], xmm0                     ; its bytes, hashed
+    xor         ecx, ecx                        ; (ROLL_K)
+    xor         edx, edx
+    mov         r11, ROLL_K
+.roll:
+    movzx       r9d, byte [rsp + rdx]
+    lea         rcx, [rcx + r9 + 1]
+    imul        rcx, r11
+    inc         edx
+    cmp         edx, eax
+    jb          .roll
+    add         rsp, 16
+    shr         rcx, 64 - BLOOM_BITS
+    mov         r11, [r14 + renc.bloom]
+    bts         [r11], rcx
+    pop         rdx
+    pop         rcx
+    mov         r9, [r14 + renc.ctmask]
 .probe:
     and         rcx, r9
     mov         rax, rcx
@@ -435,6 +452,9 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [r13 + rts.ct]
     mov         rsi, [rbx + renc.ctbytes]
+    call        .unmap
+    mov         rdi, [r13 + rts.arena]
+    mov         esi, CT_ARENA * 4
     call        .unmap
     mov         rdi, r13
     mov         esi, (rts_size + 4095) & ~4095
@@ -529,6 +549,11 @@ PROC rk_state
     mov         [r13 + rts.ctbmask], rax
     mov         rax, [rbx + renc.ctcap]
     mov         [r13 + rts.ctcap], rax
+    mov         edi, CT_ARENA * 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .no_arena
+    mov         [r13 + rts.arena], rax
     mov         [rbx + renc.ts + r12 * 8], r13
     mov         rax, r13
 .out:
@@ -537,6 +562,10 @@ PROC rk_state
     pop         rbx
 .ret:
     ret
+.no_arena:
+    mov         rdi, [r13 + rts.ct]
+    mov         rsi, [rbx + renc.ctbytes]
+    call        asmbpe_unmap
 .no_ct:
     mov         rdi, [r13 + rts.cache]
     mov         esi, RC_ENTRIES * rcent_size + 4096

@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import PAD, PAD_BYTE, Padded
+from .buffers import PAD, PAD_BYTE, Padded, Pool
 from .pretokenizers import resolve
 from .vocab import Vocab, VocabError, byte_ids, pair_table
 
@@ -35,6 +35,12 @@ __all__ = ["RankEncoder"]
 RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
 RENC_RANKS = 2              # asmbpe.h: ASMBPE_RENC_RANKS (a rank file's pairs)
 MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tokens
+
+
+# The arrays encode_many returns: views of blocks that come back to this pool when the
+# result and its views are gone, so a process's calls write their ids into pages an
+# earlier call touched (harness.buffers.Pool; the merge encoder's _RESULTS, E66).
+_RESULTS = Pool(np.uint32)
 
 
 def _flags(vocab: Vocab) -> int:
@@ -118,7 +124,7 @@ class RankEncoder:
         joined = b"".join([pad, *datas, pad])   # the text and its padding, one copy
         size = len(joined) - 2 * PAD
         ends = np.cumsum([len(d) for d in datas], dtype=np.uint64)
-        out = np.empty(max(size, 1), dtype=np.uint32)   # (pages touched: the ids only)
+        out = _RESULTS.take(max(size, 1))      # ids (a block used before: no new pages)
         counts = np.zeros(len(datas), dtype=np.uint64)
         text = ffi.from_buffer("uint8_t[]", joined) + PAD
         with self._lock:
@@ -127,11 +133,11 @@ class RankEncoder:
                                            ffi.from_buffer("uint32_t[]", out),
                                            ffi.from_buffer("uint64_t[]", counts))
         if got < 0:
+            _RESULTS.give_back(out)
             if got == -2:
                 raise MemoryError("asmbpe_renc_encode: out of memory")
             raise RuntimeError(f"asmbpe_renc_encode failed with status {got}")
-        out.resize(got, refcheck=False)
-        return out, counts
+        return _RESULTS.lend(out, got), counts
 
     def encode(self, text, allowed_special=()) -> np.ndarray:
         """As tiktoken's encode, except that special-token text not allowed is ordinary
