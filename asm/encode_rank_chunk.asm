@@ -278,10 +278,13 @@ PROC rk_chunk
     ja          .long
 
     ;-------------------------------------------------------------------------
-    ; short: id[] at rk_s, prio[] at rk_s + 4 RK_SHORT, result[] after it
+    ; short: id[] at rk_s, prio[] and result[] SP_STRIDE bytes apart (room
+    ; for 8-dword moves past the end); prio[m - 1 ..] NO_PRIO, so that the
+    ; lowest priority is a vector minimum over whole ymm words
     ;-------------------------------------------------------------------------
-%define SP_PRIO     (4 * RK_SHORT)
-%define SP_RES      (8 * RK_SHORT)
+%define SP_STRIDE   (4 * (RK_SHORT + 16))
+%define SP_PRIO     SP_STRIDE
+%define SP_RES      (2 * SP_STRIDE)
     xor         edi, edi
     mov         rsi, [rbx + rts.enc]
     mov         rsi, [rsi + renc.bp]
@@ -295,39 +298,56 @@ PROC rk_chunk
     lea         eax, [edi + 1]
     cmp         rax, rk_n
     jb          .sinit
+    vpcmpeqd    ymm0, ymm0, ymm0                ; prio[n - 1 .. n + 15]: none
+    vmovdqu     [rk_s + SP_PRIO + rdi * 4], ymm0
+    vmovdqu     [rk_s + SP_PRIO + rdi * 4 + 32], ymm0
     mov         rk_m, rk_n                      ; ids
-.sloop:                                         ; the lowest priority, leftmost
-    mov         eax, NO_PRIO
-    xor         edi, edi                        ; i
-    xor         esi, esi                        ; its position
-    lea         rcx, [rk_m - 1]
-.sscan:
-    mov         edx, [rk_s + SP_PRIO + rdi * 4]
-    cmp         edx, eax
-    jae         .snext
-    mov         eax, edx
-    mov         rsi, rdi
-.snext:
-    inc         rdi
-    cmp         rdi, rcx
-    jb          .sscan
+.sloop:                                         ; the lowest priority: a
+    cmp         rk_m, 1                         ; minimum over ceil((m - 1)
+    jbe         .sdone                          ; / 8) ymm words
+    lea         ecx, [rk_m + 6]
+    shr         ecx, 3
+    vpcmpeqd    ymm0, ymm0, ymm0
+    xor         edi, edi
+.smin:
+    vpminud     ymm0, ymm0, [rk_s + SP_PRIO + rdi]
+    add         edi, 32
+    dec         ecx
+    jnz         .smin
+    vextracti128 xmm1, ymm0, 1
+    vpminud     xmm0, xmm0, xmm1
+    vpshufd     xmm1, xmm0, 0x4E
+    vpminud     xmm0, xmm0, xmm1
+    vpshufd     xmm1, xmm0, 0xB1
+    vpminud     xmm0, xmm0, xmm1
+    vmovd       eax, xmm0
     cmp         eax, NO_PRIO
     je          .sdone
-    mov         edx, [rk_s + SP_RES + rsi * 4]  ; merge at k = rsi
+    vpbroadcastd ymm0, xmm0                     ; its leftmost place
+    xor         edi, edi
+.sfind:
+    vpcmpeqd    ymm1, ymm0, [rk_s + SP_PRIO + rdi * 4]
+    vmovmskps   edx, ymm1
+    test        edx, edx
+    jnz         .sfound
+    add         edi, 8
+    jmp         .sfind
+.sfound:
+    tzcnt       edx, edx
+    lea         esi, [edi + edx]                ; k
+    mov         edx, [rk_s + SP_RES + rsi * 4]  ; merge at k
     mov         [rk_s + rsi * 4], edx
     lea         rdi, [rsi + 1]                  ; remove k + 1 from the three
-.sshift:                                        ; arrays
-    lea         rax, [rdi + 1]
-    cmp         rax, rk_m
-    jae         .sshifted
-    mov         edx, [rk_s + rax * 4]
-    mov         [rk_s + rdi * 4], edx
-    mov         edx, [rk_s + SP_PRIO + rax * 4]
-    mov         [rk_s + SP_PRIO + rdi * 4], edx
-    mov         edx, [rk_s + SP_RES + rax * 4]
-    mov         [rk_s + SP_RES + rdi * 4], edx
-    inc         rdi
-    jmp         .sshift
+.sshift:                                        ; arrays, 8 at a time (the
+    vmovdqu     ymm0, [rk_s + rdi * 4 + 4]      ; pad past prio's last: none)
+    vmovdqu     [rk_s + rdi * 4], ymm0
+    vmovdqu     ymm0, [rk_s + SP_PRIO + rdi * 4 + 4]
+    vmovdqu     [rk_s + SP_PRIO + rdi * 4], ymm0
+    vmovdqu     ymm0, [rk_s + SP_RES + rdi * 4 + 4]
+    vmovdqu     [rk_s + SP_RES + rdi * 4], ymm0
+    add         rdi, 8
+    cmp         rdi, rk_m
+    jb          .sshift
 .sshifted:
     dec         rk_m
     lea         rax, [rsi + 1]                  ; the pair (k, k + 1)
