@@ -491,6 +491,170 @@ PROC rk_merge
 ENDPROC
 
 ;-----------------------------------------------------------------------------
+; rk_long: rbx = a thread state, rsi = a chunk of more than CT_MAX_LEN bytes
+; (PAD readable after it), rdx = its length, rcx = out (room for rdx ids).
+; Up to LT_MAX_LEN bytes: looked up in the thread's long-chunk table (by
+; the crc of its bytes, then the bytes compared), else encoded (rk_merge)
+; and put there; longer ones only encoded.  Out: rax = ids written, or
+; ASMBPE_ENOMEM.  Keeps rbx, rbp, r12-r15; clobbers the other registers
+; and ymm0-ymm3.
+;-----------------------------------------------------------------------------
+PROC rk_long
+    cmp         rdx, LT_MAX_LEN
+    ja          rk_merge                        ; (a tail call)
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rk_p, rsi
+    mov         rk_n, rdx
+    mov         rk_out, rcx
+    mov         eax, edx                        ; crc32c of the bytes, seeded
+    xor         ecx, ecx                        ; with the length, 8 at a
+.crc:                                           ; time, the last 1..8 from
+    lea         rdx, [rcx + 8]                  ; a qword cut to them
+    cmp         rdx, rk_n
+    ja          .crc_tail
+    crc32       rax, qword [rk_p + rcx]
+    mov         rcx, rdx
+    cmp         rcx, rk_n
+    jb          .crc
+    jmp         .crc_done
+.crc_tail:
+    mov         rdx, [rk_p + rcx]
+    mov         r8, rk_n
+    sub         r8, rcx
+    shl         r8d, 3
+    bzhi        rdx, rdx, r8
+    crc32       rax, rdx
+.crc_done:
+    mov         r15d, eax                       ; the crc
+    mov         rbp, [rbx + rts.lt]
+    mov         r8d, eax
+    and         r8d, (1 << LT_BITS) - 1         ; its home entry
+.probe:
+    mov         rdi, r8
+    shl         rdi, 4
+    add         rdi, rbp
+    movzx       eax, word [rdi + ltent.len]
+    test        eax, eax
+    jz          .miss
+    cmp         eax, r13d
+    jne         .next
+    cmp         r15d, [rdi + ltent.crc]
+    jne         .next
+    movzx       r9d, word [rdi + ltent.ntok]    ; compare the bytes, 32 at
+    mov         esi, [rdi + ltent.off]          ; a time
+    add         rsi, [rbx + rts.ltarena]        ; its ids
+    lea         r10, [rsi + r9 * 4]             ; its bytes
+    xor         ecx, ecx
+.cmp:
+    vmovdqu     ymm0, [r10 + rcx]
+    vpcmpeqb    ymm0, ymm0, [rk_p + rcx]
+    vpmovmskb   eax, ymm0
+    not         eax
+    mov         rdx, rk_n
+    sub         rdx, rcx
+    cmp         rdx, 32
+    jae         .cmp_full
+    bzhi        eax, eax, edx
+.cmp_full:
+    test        eax, eax
+    jnz         .next
+    add         rcx, 32
+    cmp         rcx, rk_n
+    jb          .cmp
+    mov         rax, r9                         ; a hit: its ids
+    lea         rdx, [r9 * 4 + 28]
+    and         rdx, ~31                        ; (whole 32-byte words)
+    lea         rcx, [rk_out + rdx]
+    cmp         rcx, [rbx + rts.outlim]
+    ja          .hit_ids
+    xor         ecx, ecx
+.hit_words:
+    vmovdqu     ymm0, [rsi + rcx]
+    vmovdqu     [rk_out + rcx], ymm0
+    add         rcx, 32
+    cmp         rcx, rdx
+    jb          .hit_words
+    jmp         .ret
+.hit_ids:
+    xor         ecx, ecx
+.hit_id:
+    mov         edx, [rsi + rcx * 4]
+    mov         [rk_out + rcx * 4], edx
+    inc         rcx
+    cmp         rcx, r9
+    jb          .hit_id
+    jmp         .ret
+.next:
+    inc         r8d
+    and         r8d, (1 << LT_BITS) - 1
+    jmp         .probe
+.miss:                                          ; rdi = the empty entry
+    push        rdi
+    push        r15
+    call        rk_chunk.encode                 ; (clobbers rbp, r15)
+    pop         r15
+    pop         rdi
+    mov         rbp, [rbx + rts.lt]
+    test        rax, rax
+    js          .ret
+    mov         rcx, [rbx + rts.ltfill]         ; room for it?
+    cmp         rcx, (5 << LT_BITS) / 8
+    jae         .reset
+    mov         rdx, [rbx + rts.ltpos]
+    lea         rsi, [rdx + rax * 4]
+    add         rsi, rk_n
+    add         rsi, 3
+    and         rsi, ~3                         ; the arena's use after it
+    cmp         rsi, LT_ARENA - 64
+    ja          .reset
+    inc         rcx
+    mov         [rbx + rts.ltfill], rcx
+    mov         [rbx + rts.ltpos], rsi
+    mov         [rdi + ltent.crc], r15d
+    mov         [rdi + ltent.len], r13w
+    mov         [rdi + ltent.ntok], ax
+    mov         [rdi + ltent.off], edx
+    mov         rsi, [rbx + rts.ltarena]
+    add         rsi, rdx                        ; its ids, then its bytes
+    xor         ecx, ecx
+.put_id:
+    mov         edx, [rk_out + rcx * 4]
+    mov         [rsi + rcx * 4], edx
+    inc         rcx
+    cmp         rcx, rax
+    jb          .put_id
+    lea         rsi, [rsi + rax * 4]
+    xor         ecx, ecx
+.put_bytes:
+    vmovdqu     ymm0, [rk_p + rcx]              ; (PAD after the chunk; the
+    vmovdqu     [rsi + rcx], ymm0               ; arena's slack after its
+    add         rcx, 32                         ; end)
+    cmp         rcx, rk_n
+    jb          .put_bytes
+    jmp         .ret
+.reset:                                         ; full: emptied (this chunk
+    push        rax                             ; is not put)
+    mov         rdi, rbp
+    mov         ecx, 16 << LT_BITS
+    xor         eax, eax
+    rep stosb
+    mov         qword [rbx + rts.ltfill], 0
+    mov         qword [rbx + rts.ltpos], 0
+    pop         rax
+.ret:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+ENDPROC
+
+;-----------------------------------------------------------------------------
 ; rk_sub: rbx = a thread state, rsi = a chunk of 2..CT_MAX_LEN bytes that is
 ; not a token (PAD readable after it), rdx = its length, rcx = out (room
 ; for rdx ids).  Only with RF_RANKS: a pair's priority is the id of its

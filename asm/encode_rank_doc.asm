@@ -11,6 +11,7 @@ extern rk_state
 extern rk_chunk
 extern rk_merge
 extern rk_sub
+extern rk_long
 
 ; OTHER_HALF reg: reg = the half of rts.batch that rts.bcur is not.
 ; Clobbers rax.
@@ -323,7 +324,7 @@ rk_doc:
     sub         rdx, r12
     mov         rcx, [rsp + 16]
     lea         rcx, [rcx + r13 * 4]
-    call        rk_chunk
+    call        rk_long
     pop         r8
     pop         rdi
     test        rax, rax

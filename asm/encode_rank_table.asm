@@ -456,6 +456,9 @@ asmbpe_renc_free_impl:
     mov         rdi, [r13 + rts.arena]
     mov         esi, CT_ARENA * 4
     call        .unmap
+    mov         rdi, [r13 + rts.lt]
+    mov         esi, (16 << LT_BITS) + LT_ARENA
+    call        .unmap
     mov         rdi, r13
     mov         esi, (rts_size + 4095) & ~4095
     call        .unmap
@@ -554,6 +557,13 @@ PROC rk_state
     test        rax, rax
     jz          .no_arena
     mov         [r13 + rts.arena], rax
+    mov         edi, (16 << LT_BITS) + LT_ARENA  ; the long-chunk table and
+    call        asmbpe_map                      ; its arena, one mapping
+    test        rax, rax
+    jz          .no_lt
+    mov         [r13 + rts.lt], rax
+    add         rax, 16 << LT_BITS
+    mov         [r13 + rts.ltarena], rax
     mov         [rbx + renc.ts + r12 * 8], r13
     mov         rax, r13
 .out:
@@ -562,6 +572,10 @@ PROC rk_state
     pop         rbx
 .ret:
     ret
+.no_lt:
+    mov         rdi, [r13 + rts.arena]
+    mov         esi, CT_ARENA * 4
+    call        asmbpe_unmap
 .no_arena:
     mov         rdi, [r13 + rts.ct]
     mov         rsi, [rbx + renc.ctbytes]
