@@ -226,3 +226,31 @@ def test_own_vocabulary_through_the_rank_encoder(corpus_files, corpus_texts):
     for doc in docs:
         got, want = ours.encode_ordinary(doc).tolist(), tok.encode(doc).tolist()
         assert got == want, (_first_diff(got, want), doc[:80])
+
+
+def _overflow_text(seed: int) -> str:
+    """Text whose distinct chunks outnumber every per-thread table of the rank encoder
+    (asm/encode_rank.inc): 600,000 short words (the chunk table: 2^20 entries, filled to
+    5/8, a copy of the seed again when full), 200,000 chunks of four rare CJK letters
+    (5..12 ids each: the chunk table's arena of 2^20 ids) and 170,000 words of 20
+    letters (the long-chunk table: 2^18 entries filled to 5/8)."""
+    import random
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    short = [" " + "".join(rng.choices(letters, k=6)) for _ in range(600_000)]
+    cjk = [" " + "".join(chr(rng.randrange(0x4E00, 0x9FA0)) for _ in range(4))
+           for _ in range(200_000)]
+    long = [" " + "".join(rng.choices(letters, k=20)) for _ in range(170_000)]
+    return "".join(short + cjk + long)
+
+
+def test_ids_stay_exact_when_the_tables_fill_and_reset(loaded):
+    """Enough distinct chunks to fill the chunk table, its arena and the long-chunk
+    table, each emptied (or reset to the vocabulary's seed) when full: the ids equal
+    tiktoken's on the first encode and on a second one over the refilled tables."""
+    ours, enc = loaded
+    text = _overflow_text(2026)
+    want = enc.encode_ordinary(text)
+    for attempt in ("first", "again"):
+        got = ours.encode_ordinary(text).tolist()
+        assert got == want, (attempt, _first_diff(got, want))
