@@ -655,17 +655,21 @@ PROC rk_long
 ENDPROC
 
 ;-----------------------------------------------------------------------------
-; rk_sub: rbx = a thread state, rsi = a chunk of 2..CT_MAX_LEN bytes that is
-; not a token (PAD readable after it), rdx = its length, rcx = out (room
-; for rdx ids).  Only with RF_RANKS: a pair's priority is the id of its
-; bytes, so the ids of every substring are looked up in the thread's chunk
-; table first, all at once (pass 1 prefetches every home entry, pass 2
-; probes: the lookups overlap instead of waiting on one another), and the
-; merges (tiktoken's: the lowest, leftmost first) then read the matrix
-; rts.srank only.  Out: rax = ids written.  Keeps rbx, rbp, r12-r15;
-; clobbers the other registers and ymm0-ymm3.
+; rk_sub_a, rk_sub_b: the ids of a chunk of 2..CT_MAX_LEN bytes that is not
+; a token (PAD readable after it), only with RF_RANKS: a pair's priority is
+; the id of its bytes, so the ids of every substring are looked up in the
+; thread's chunk table and the merges (tiktoken's: the lowest, leftmost
+; first) then read the matrix rts.srank only.  In two halves, so that the
+; lookups of many chunks overlap (rk_doc runs rk_sub_a on each missed chunk
+; of a batch, then rk_sub_b on each):
+;
+; rk_sub_a: rbx = a thread state, rsi = the chunk, rdx = its length, rdi =
+; a workspace.  Each substring of 3+ bytes whose filter bit is set (the
+; others are no token): its key, home entry (prefetched) and place in
+; srank, one rkrec each after a u64 count.  Out: rax = the workspace's end.
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
 ;-----------------------------------------------------------------------------
-PROC rk_sub
+PROC rk_sub_a
     push        rbp
     push        r12
     push        r13
@@ -673,31 +677,12 @@ PROC rk_sub
     push        r15
     mov         rk_p, rsi
     mov         rk_n, rdx
-    mov         rk_out, rcx
-    ; every id in srank "none" first; substrings of 2 bytes from renc.bp
-    vpcmpeqd    ymm0, ymm0, ymm0
-    xor         ecx, ecx
-.none_all:
-    vmovdqu     [rbx + rts.srank + rcx], ymm0
-    add         ecx, 32
-    cmp         ecx, 1024
-    jb          .none_all
-    mov         rdi, [rbx + rts.enc]
-    mov         rsi, [rdi + renc.bp]
-    mov         r10, [rdi + renc.bloom]
-    xor         ecx, ecx
-.two:
-    movzx       eax, word [rk_p + rcx]
-    mov         eax, [rsi + rax * 8]            ; (RF_RANKS: priority = id)
-    imul        edx, ecx, 17
-    mov         [rbx + rts.srank + rdx * 4 + 8], eax ; [i][i + 2]
-    inc         ecx
-    lea         eax, [ecx + 2]
-    cmp         rax, rk_n
-    jbe         .two
+    mov         rk_s, rdi                       ; the workspace
+    mov         rax, [rbx + rts.enc]
+    mov         r10, [rax + renc.bloom]
     ; pass 1: the filter bit of each substring of 3+ bytes (by start i, then
     ; end j; the hash of [i, j + 1) from that of [i, j)): {i, j} of those
-    ; whose bit is set into scand (the others are no token)
+    ; whose bit is set into scand
     lea         rdi, [rbx + rts.scand]
     mov         r11, ROLL_K
     xor         r9d, r9d                        ; i
@@ -735,10 +720,10 @@ PROC rk_sub
     jmp         .start
 .filtered:
     ; pass 1b: each kept substring's key and home entry (prefetched), its
-    ; place in srank
+    ; place in srank, into the workspace
     mov         r10, rdi                        ; the candidates' end
     lea         r9, [rbx + rts.scand]
-    lea         rdi, [rbx + rts.sub]
+    lea         rdi, [rk_s + 32]
 .key:
     cmp         r9, r10
     jae         .keyed
@@ -762,10 +747,61 @@ PROC rk_sub
     add         r9, 16
     jmp         .key
 .keyed:
-    ; pass 2: each kept record probed, its id (one-id entries: tokens)
-    ; into srank
-    mov         r8, rdi                         ; the records' end
-    lea         rdi, [rbx + rts.sub]
+    mov         rax, rdi
+    sub         rax, rk_s
+    shr         rax, 5                          ; (rkrec_size)
+    dec         rax
+    mov         [rk_s], rax                     ; the records
+    mov         rax, rdi                        ; the end (32-byte aligned)
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+ENDPROC
+
+;-----------------------------------------------------------------------------
+; rk_sub_b: rbx = a thread state, rsi = the chunk, rdx = its length, rcx =
+; out (room for rdx ids), rdi = its workspace from rk_sub_a (the table
+; unchanged since, but for chunks put in it).  Out: rax = ids written.
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm3.
+;-----------------------------------------------------------------------------
+PROC rk_sub_b
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         rk_p, rsi
+    mov         rk_n, rdx
+    mov         rk_out, rcx
+    mov         rk_s, rdi
+    ; every id in srank "none" first; substrings of 2 bytes from renc.bp
+    vpcmpeqd    ymm0, ymm0, ymm0
+    xor         ecx, ecx
+.none_all:
+    vmovdqu     [rbx + rts.srank + rcx], ymm0
+    add         ecx, 32
+    cmp         ecx, 1024
+    jb          .none_all
+    mov         rdi, [rbx + rts.enc]
+    mov         rsi, [rdi + renc.bp]
+    xor         ecx, ecx
+.two:
+    movzx       eax, word [rk_p + rcx]
+    mov         eax, [rsi + rax * 8]            ; (RF_RANKS: priority = id)
+    imul        edx, ecx, 17
+    mov         [rbx + rts.srank + rdx * 4 + 8], eax ; [i][i + 2]
+    inc         ecx
+    lea         eax, [ecx + 2]
+    cmp         rax, rk_n
+    jbe         .two
+    ; pass 2: each record probed, its id (one-id entries: tokens) into srank
+    mov         r8, [rk_s]
+    shl         r8, 5
+    lea         rdi, [rk_s + 32]
+    add         r8, rdi                         ; the records' end
 .look:
     cmp         rdi, r8
     jae         .looked

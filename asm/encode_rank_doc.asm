@@ -10,7 +10,8 @@ extern mask_tab
 extern rk_state
 extern rk_chunk
 extern rk_merge
-extern rk_sub
+extern rk_sub_a
+extern rk_sub_b
 extern rk_long
 
 ; OTHER_HALF reg: reg = the half of rts.batch that rts.bcur is not.
@@ -136,19 +137,84 @@ rk_doc:
     OTHER_HALF  rdi
     call        rk_pass_a
 .pass_b:
-    ; pass B: each chunk looked up, in order
+    ; pass B0: each chunk of the batch probed: rkrec.free = the entry found,
+    ; or the empty one that ended the probe | 1 (a miss)
     mov         rdi, [rbx + rts.bcur]
-.chunk:
-    mov         r8, [rbx + rts.ends + r15 * 8]  ; its end
+    mov         r10, r15
+.probe_all:
     mov         rcx, [rdi + rkrec.home]
     test        rcx, rcx
-    jz          .slow
+    jz          .probed                         ; (a long chunk)
     vmovdqa     xmm0, [rdi + rkrec.key]
 .probe:
     vpcmpeqb    xmm1, xmm0, [rcx + ctent.key]
     vpmovmskb   eax, xmm1
     cmp         eax, 0xFFFF
-    jne         .other
+    je          .found
+    cmp         byte [rcx + ctent.len], 0
+    je          .missed
+    sub         rcx, [rbx + rts.ct]
+    add         rcx, ctent_size
+    and         rcx, [rbx + rts.ctbmask]
+    add         rcx, [rbx + rts.ct]             ; the next entry
+    jmp         .probe
+.missed:
+    or          rcx, 1
+.found:
+    mov         [rdi + rkrec.free], rcx
+.probed:
+    add         rdi, rkrec_size
+    inc         r10
+    cmp         r10, [rbx + rts.bend]
+    jb          .probe_all
+    ; pass M (RF_RANKS): each missed chunk's substrings looked up at once
+    ; (rk_sub_a prefetches their entries into its workspace, whose address
+    ; replaces rkrec.home), so that the misses' memory waits overlap
+    mov         rax, [rbx + rts.enc]
+    test        qword [rax + renc.flags], RF_RANKS
+    jz          .emit
+    mov         rdi, [rbx + rts.bcur]
+    mov         r10, r15
+    lea         rax, [rbx + rts.ws]
+    mov         [rbx + rts.wsnext], rax
+.sub_all:
+    cmp         qword [rdi + rkrec.home], 0
+    je          .sub_next
+    test        byte [rdi + rkrec.free], 1
+    jz          .sub_next
+    mov         rdx, [rbx + rts.sstart]         ; the chunk
+    test        r10, r10
+    jz          .sub_first
+    mov         rdx, [rbx + rts.ends + r10 * 8 - 8]
+.sub_first:
+    mov         rsi, [rbx + rts.text]
+    add         rsi, rdx
+    neg         rdx
+    add         rdx, [rbx + rts.ends + r10 * 8] ; its length
+    push        rdi
+    push        r10
+    mov         rax, [rbx + rts.wsnext]
+    mov         [rdi + rkrec.home], rax         ; its workspace
+    mov         rdi, rax
+    call        rk_sub_a
+    mov         [rbx + rts.wsnext], rax
+    pop         r10
+    pop         rdi
+.sub_next:
+    add         rdi, rkrec_size
+    inc         r10
+    cmp         r10, [rbx + rts.bend]
+    jb          .sub_all
+.emit:
+    ; pass B: in order, each chunk's ids
+    mov         rdi, [rbx + rts.bcur]
+.chunk:
+    mov         r8, [rbx + rts.ends + r15 * 8]  ; its end
+    cmp         qword [rdi + rkrec.home], 0
+    je          .slow
+    mov         rcx, [rdi + rkrec.free]
+    test        cl, 1
+    jnz         .miss
     vmovdqu     xmm1, [rcx + ctent.ids]         ; a hit: its ids
     vmovd       eax, xmm1
     shr         eax, CT_NSHIFT                  ; how many
@@ -168,6 +234,10 @@ rk_doc:
     inc         r15
     cmp         r15, [rbx + rts.bend]
     jb          .chunk
+    cmp         qword [rbx + rts.reset], 0      ; the table filled up in
+    je          .no_reset                       ; this batch: reset now
+    call        rk_ct_reset
+.no_reset:
     OTHER_HALF  rdi                             ; the next batch's records
     mov         [rbx + rts.bcur], rdi
     cmp         r15, r14
@@ -214,16 +284,7 @@ rk_doc:
     shl         rax, 5
     add         rdi, rax
     jmp         .next
-.other:
-    cmp         byte [rcx + ctent.len], 0
-    je          .miss                           ; empty: not in the table
-    sub         rcx, [rbx + rts.ct]
-    add         rcx, ctent_size
-    and         rcx, [rbx + rts.ctbmask]
-    add         rcx, [rbx + rts.ct]             ; the next entry
-    jmp         .probe
-.miss:
-    mov         [rdi + rkrec.free], rcx
+.miss:                                          ; rcx = the empty entry | 1
     push        rdi
     push        r8
     mov         rsi, [rsp + 16 + 24]
@@ -235,7 +296,8 @@ rk_doc:
     mov         rax, [rbx + rts.enc]
     test        qword [rax + renc.flags], RF_RANKS
     jz          .by_pairs
-    call        rk_sub                          ; ids by the substrings'
+    mov         rdi, [rdi + rkrec.home]         ; its workspace
+    call        rk_sub_b                        ; ids by the substrings'
     jmp         .encoded                        ; ids
 .by_pairs:
     call        rk_merge                        ; by the pair table
@@ -246,14 +308,17 @@ rk_doc:
     js          .out
     cmp         rax, CT_MAX_LEN
     ja          .put_done
+    cmp         qword [rbx + rts.reset], 0      ; (full: no more this batch)
+    jne         .put_done
     mov         rcx, [rbx + rts.ctfill]
     cmp         rcx, [rbx + rts.ctcap]
-    jae         .reset
+    jae         .full
     cmp         rax, CT_MAX_TOK
     ja          .put_arena
     inc         rcx
     mov         [rbx + rts.ctfill], rcx
     mov         rcx, [rdi + rkrec.free]         ; the chunk into the table
+    and         rcx, ~1
     vmovdqa     xmm0, [rdi + rkrec.key]
     vmovdqu     [rcx + ctent.key], xmm0
     mov         rdx, [rsp]
@@ -276,11 +341,12 @@ rk_doc:
     mov         rsi, [rbx + rts.apos]
     lea         rdx, [rsi + rax]
     cmp         rdx, CT_ARENA - 16
-    ja          .reset                          ; (full: a reset empties it)
+    ja          .full
     mov         [rbx + rts.apos], rdx
     inc         rcx
     mov         [rbx + rts.ctfill], rcx
     mov         rcx, [rdi + rkrec.free]
+    and         rcx, ~1
     vmovdqa     xmm0, [rdi + rkrec.key]
     vmovdqu     [rcx + ctent.key], xmm0
     mov         edx, eax
@@ -301,20 +367,9 @@ rk_doc:
     cmp         rsi, rax
     jb          .arena_put
     jmp         .put_done
-.reset:                                         ; the table is full: back
-    push        rdi                             ; to the seed (this chunk
-    push        rax                             ; is not put), the arena
-    mov         rdx, [rbx + rts.enc]            ; empty
-    mov         rdi, [rbx + rts.ct]
-    mov         rsi, [rdx + renc.seed]
-    mov         rcx, [rdx + renc.ctbytes]
-    rep movsb
-    mov         rcx, [rdx + renc.seedn]
-    mov         [rbx + rts.ctfill], rcx
-    mov         qword [rbx + rts.apos], 0
-    pop         rax
-    pop         rdi
-    jmp         .put_done
+.full:                                          ; the table or its arena is
+    mov         qword [rbx + rts.reset], 1      ; full: reset after this batch
+    jmp         .put_done                       ; (whose hits point into it)
 .slow:                                          ; over CT_MAX_LEN bytes
     push        rdi
     push        r8
@@ -341,6 +396,20 @@ rk_doc:
     pop         r13
     pop         r12
     pop         rbp
+    ret
+
+; rk_ct_reset: rbx = the thread state: its chunk table back to the seed, its
+; arena empty.  Clobbers rax, rcx, rdx, rsi, rdi.
+rk_ct_reset:
+    mov         rdx, [rbx + rts.enc]
+    mov         rdi, [rbx + rts.ct]
+    mov         rsi, [rdx + renc.seed]
+    mov         rcx, [rdx + renc.ctbytes]
+    rep movsb
+    mov         rcx, [rdx + renc.seedn]
+    mov         [rbx + rts.ctfill], rcx
+    mov         qword [rbx + rts.apos], 0
+    mov         qword [rbx + rts.reset], 0
     ret
 
 ; rk_pass_a (rk_doc's pass A): rbx = the thread state, chunks r10 (first)
