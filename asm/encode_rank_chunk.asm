@@ -834,19 +834,13 @@ PROC rk_sub_b
     add         rdi, rkrec_size
     jmp         .look
 .looked:
-    ; the parts: starts sbnd[0..m] (sbnd[m] = n), pair k's priority spr[k]
-    ; = srank[sbnd[k]][sbnd[k + 2]], NO_PRIO past the last pair
-    xor         ecx, ecx
-.init:
-    mov         [rbx + rts.sbnd + rcx], cl
-    inc         ecx
-    cmp         rcx, rk_n
-    jbe         .init
-    vpcmpeqd    ymm0, ymm0, ymm0
-    vmovdqu     [rbx + rts.spr], ymm0
-    vmovdqu     [rbx + rts.spr + 32], ymm0
-    vmovdqu     [rbx + rts.spr + 64], ymm0
-    vmovdqu     [rbx + rts.spr + 96], ymm0
+    ; the parts: r15 = a mask of their starts (bit n set too, the end);
+    ; spr[s] = the priority of the pair of the parts starting at s and at
+    ; the next start t, srank[s][u] (u the start after t), NO_PRIO for the
+    ; last part and for starts that are gone; nothing moves as parts merge
+    mov         ecx, 2
+    shlx        r15d, ecx, r13d
+    dec         r15d                            ; bits 0..n
     xor         ecx, ecx
 .init_pr:
     imul        edx, ecx, 17
@@ -856,13 +850,13 @@ PROC rk_sub_b
     lea         eax, [ecx + 2]
     cmp         rax, rk_n
     jbe         .init_pr
-    mov         r15, rk_n                       ; m: parts
+    mov         dword [rbx + rts.spr + rcx * 4], NO_PRIO ; (the last part)
 .merge:
     mov         eax, NO_PRIO                    ; the lowest, leftmost
     xor         edi, edi
     xor         esi, esi
-    lea         rcx, [r15 - 1]                  ; pairs
-.scan:
+    lea         rcx, [rk_n - 1]                 ; (every start that may have
+.scan:                                          ; a pair)
     mov         edx, [rbx + rts.spr + rdi * 4]
     cmp         edx, eax
     cmovb       eax, edx
@@ -872,42 +866,45 @@ PROC rk_sub_b
     jb          .scan
     cmp         eax, NO_PRIO
     je          .merged
-    lea         rdi, [rsi + 1]                  ; part k + 1 goes: sbnd and
-.shift:                                         ; spr move down by one
-    movzx       eax, byte [rbx + rts.sbnd + rdi + 1]
-    mov         [rbx + rts.sbnd + rdi], al
-    mov         eax, [rbx + rts.spr + rdi * 4 + 4]
-    mov         [rbx + rts.spr + rdi * 4], eax
-    inc         rdi
-    cmp         rdi, r15
-    jb          .shift
-    dec         r15
+    mov         ecx, -2                         ; the starts after k
+    shlx        ecx, ecx, esi
+    and         ecx, r15d
+    tzcnt       edx, ecx                        ; t: it goes
+    btr         r15d, edx
+    mov         dword [rbx + rts.spr + rdx * 4], NO_PRIO
+    btr         ecx, edx
+    tzcnt       r8d, ecx                        ; u: k's next part now
     mov         dword [rbx + rts.spr + rsi * 4], NO_PRIO
-    lea         rax, [rsi + 2]                  ; pair k: [sbnd[k], sbnd[k+2])
-    cmp         rax, r15
-    ja          .left
-    movzx       edx, byte [rbx + rts.sbnd + rsi]
-    movzx       eax, byte [rbx + rts.sbnd + rsi + 2]
-    shl         edx, 4
-    add         edx, eax
-    mov         eax, [rbx + rts.srank + rdx * 4]
+    cmp         r8, rk_n
+    jae         .left                           ; (k is the last part)
+    btr         ecx, r8d
+    tzcnt       edx, ecx                        ; w: the part after u
+    mov         eax, esi
+    shl         eax, 4
+    add         eax, edx
+    mov         eax, [rbx + rts.srank + rax * 4] ; [k][w]
     mov         [rbx + rts.spr + rsi * 4], eax
 .left:
-    test        rsi, rsi                        ; pair k - 1
+    test        esi, esi                        ; the part before k: p
     jz          .merge
-    movzx       edx, byte [rbx + rts.sbnd + rsi - 1]
-    movzx       eax, byte [rbx + rts.sbnd + rsi + 1]
-    shl         edx, 4
-    add         edx, eax
-    mov         eax, [rbx + rts.srank + rdx * 4]
-    mov         [rbx + rts.spr + rsi * 4 - 4], eax
+    bzhi        ecx, r15d, esi
+    bsr         ecx, ecx
+    mov         eax, ecx
+    shl         eax, 4
+    add         eax, r8d
+    mov         eax, [rbx + rts.srank + rax * 4] ; [p][u]
+    mov         [rbx + rts.spr + rcx * 4], eax
     jmp         .merge
 .merged:                                        ; each part's id
     mov         rdi, [rbx + rts.enc]
-    xor         ecx, ecx
+    xor         ecx, ecx                        ; ids
+    mov         r9d, r15d
 .out:
-    movzx       edx, byte [rbx + rts.sbnd + rcx]
-    movzx       esi, byte [rbx + rts.sbnd + rcx + 1]
+    tzcnt       edx, r9d                        ; a part's start
+    btr         r9d, edx
+    tzcnt       esi, r9d                        ; the next one's
+    cmp         rsi, rk_n
+    ja          .outed
     lea         eax, [edx + 1]
     cmp         eax, esi
     jne         .token
@@ -921,9 +918,9 @@ PROC rk_sub_b
 .emit:
     mov         [rk_out + rcx * 4], eax
     inc         ecx
-    cmp         rcx, r15
-    jb          .out
-    mov         rax, r15
+    jmp         .out
+.outed:
+    mov         eax, ecx
     pop         r15
     pop         r14
     pop         r13
