@@ -13,6 +13,7 @@ extern rk_merge
 extern rk_sub_a
 extern rk_sub_b
 extern rk_long
+extern rk_ct_full
 
 ; OTHER_HALF reg: reg = the half of rts.batch that rts.bcur is not.
 ; Clobbers rax.
@@ -234,9 +235,17 @@ rk_doc:
     inc         r15
     cmp         r15, [rbx + rts.bend]
     jb          .chunk
-    cmp         qword [rbx + rts.reset], 0      ; the table filled up in
-    je          .no_reset                       ; this batch: reset now
-    call        rk_ct_reset
+    cmp         qword [rbx + rts.reset], 0      ; the table or its arena
+    je          .no_reset                       ; filled up in this batch:
+    call        rk_ct_full                      ; grown (or reset) now, the
+    cmp         r15, r14                        ; next batch's homes found
+    jae         .no_reset                       ; again
+    mov         r10, r15
+    lea         r9, [r15 + RK_BATCH]
+    cmp         r9, r14
+    cmova       r9, r14
+    OTHER_HALF  rdi
+    call        rk_pass_a
 .no_reset:
     OTHER_HALF  rdi                             ; the next batch's records
     mov         [rbx + rts.bcur], rdi
@@ -339,9 +348,10 @@ rk_doc:
     jmp         .next
 .put_arena:                                     ; 5..15 ids: into the arena
     mov         rsi, [rbx + rts.apos]
-    lea         rdx, [rsi + rax]
-    cmp         rdx, CT_ARENA - 16
+    lea         rdx, [rsi + rax + 16]           ; (16 ids of room after the
+    cmp         rdx, [rbx + rts.acap]           ; last: 64-byte loads)
     ja          .full
+    sub         rdx, 16
     mov         [rbx + rts.apos], rdx
     inc         rcx
     mov         [rbx + rts.ctfill], rcx
@@ -396,20 +406,6 @@ rk_doc:
     pop         r13
     pop         r12
     pop         rbp
-    ret
-
-; rk_ct_reset: rbx = the thread state: its chunk table back to the seed, its
-; arena empty.  Clobbers rax, rcx, rdx, rsi, rdi.
-rk_ct_reset:
-    mov         rdx, [rbx + rts.enc]
-    mov         rdi, [rbx + rts.ct]
-    mov         rsi, [rdx + renc.seed]
-    mov         rcx, [rdx + renc.ctbytes]
-    rep movsb
-    mov         rcx, [rdx + renc.seedn]
-    mov         [rbx + rts.ctfill], rcx
-    mov         qword [rbx + rts.apos], 0
-    mov         qword [rbx + rts.reset], 0
     ret
 
 ; rk_pass_a (rk_doc's pass A): rbx = the thread state, chunks r10 (first)

@@ -6,6 +6,7 @@
 %include "encode_rank.inc"
 
 extern mask_tab
+extern asmbpe_remap
 
 section .text
 
@@ -55,7 +56,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rax, [rsp + 8]
     mov         [nw_enc + renc.ntok], rax
     mov         rax, nw_t2
-    and         eax, RF_WHOLE | RF_RANKS
+    and         eax, RF_WHOLE | RF_RANKS | RF_NOGROW
     test        eax, RF_RANKS                   ; (ranks imply whole tokens)
     jz          .flags
     or          eax, RF_WHOLE
@@ -451,10 +452,11 @@ asmbpe_renc_free_impl:
     mov         rsi, [r13 + rts.scrbytes]
     call        .unmap
     mov         rdi, [r13 + rts.ct]
-    mov         rsi, [rbx + renc.ctbytes]
+    mov         rsi, [r13 + rts.ctbytes]
     call        .unmap
     mov         rdi, [r13 + rts.arena]
-    mov         esi, CT_ARENA * 4
+    mov         rsi, [r13 + rts.acap]
+    shl         rsi, 2
     call        .unmap
     mov         rdi, [r13 + rts.lt]
     mov         esi, (16 << LT_BITS) + LT_ARENA
@@ -548,6 +550,7 @@ PROC rk_state
     mov         rax, [rbx + renc.ctmask]
     mov         [r13 + rts.ctmask], rax
     mov         rax, [rbx + renc.ctbytes]
+    mov         [r13 + rts.ctbytes], rax
     dec         rax
     mov         [r13 + rts.ctbmask], rax
     mov         rax, [rbx + renc.ctcap]
@@ -557,6 +560,7 @@ PROC rk_state
     test        rax, rax
     jz          .no_arena
     mov         [r13 + rts.arena], rax
+    mov         qword [r13 + rts.acap], CT_ARENA
     mov         edi, (16 << LT_BITS) + LT_ARENA  ; the long-chunk table and
     call        asmbpe_map                      ; its arena, one mapping
     test        rax, rax
@@ -590,6 +594,157 @@ PROC rk_state
     call        asmbpe_unmap
     xor         eax, eax
     jmp         .out
+ENDPROC
+
+;-----------------------------------------------------------------------------
+; rk_ct_full: rbx = a thread state whose chunk table or arena filled up
+; (rk_doc, after the batch whose records point into them): the table
+; doubled (every entry put again) while under 2^CT_MAX_BITS entries, the
+; arena doubled (mremap: entries keep their offsets) while under
+; CT_ARENA_MAX ids; otherwise, or when memory runs out, both back to the
+; seed.  Keeps rbx, rbp, r12-r15; clobbers the other registers, xmm0-xmm1.
+;-----------------------------------------------------------------------------
+PROC rk_ct_full
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    mov         qword [rbx + rts.reset], 0
+    mov         rax, [rbx + rts.enc]
+    test        qword [rax + renc.flags], RF_NOGROW
+    jnz         .reset
+    mov         rax, [rbx + rts.ctfill]
+    cmp         rax, [rbx + rts.ctcap]
+    jb          .arena
+    mov         rax, [rbx + rts.ctbytes]
+    cmp         rax, 1 << (CT_MAX_BITS + CT_SHIFT)
+    jae         .reset
+    lea         rdi, [rax * 2]                  ; the table doubled
+    call        asmbpe_map
+    test        rax, rax
+    jz          .reset
+    mov         r12, rax                        ; the new one
+    mov         r13, [rbx + rts.ct]             ; the old one
+    mov         r14, [rbx + rts.ctbytes]
+    lea         r15, [r14 * 2]
+    shr         r15, CT_SHIFT
+    dec         r15                             ; its entries - 1
+    mov         rsi, r13
+    lea         r8, [r13 + r14]
+.rehash:
+    cmp         byte [rsi + ctent.len], 0
+    je          .rh_next
+    vmovdqu     xmm0, [rsi + ctent.key]
+    WT_HASH     xmm0, rdx
+.rh_probe:
+    and         rdx, r15
+    mov         rax, rdx
+    shl         rax, CT_SHIFT
+    cmp         byte [r12 + rax + ctent.len], 0
+    je          .rh_put
+    inc         rdx
+    jmp         .rh_probe
+.rh_put:
+    vmovdqu     xmm0, [rsi]
+    vmovdqu     xmm1, [rsi + 16]
+    vmovdqu     [r12 + rax], xmm0
+    vmovdqu     [r12 + rax + 16], xmm1
+.rh_next:
+    add         rsi, ctent_size
+    cmp         rsi, r8
+    jb          .rehash
+    mov         rdi, r13
+    mov         rsi, r14
+    call        asmbpe_unmap
+    mov         [rbx + rts.ct], r12
+    lea         rax, [r14 * 2]
+    mov         [rbx + rts.ctbytes], rax
+    dec         rax
+    mov         [rbx + rts.ctbmask], rax
+    mov         [rbx + rts.ctmask], r15
+    lea         rax, [r15 + 1]
+    shr         rax, 3
+    lea         rax, [rax + rax * 4]
+    mov         [rbx + rts.ctcap], rax
+.arena:
+    mov         rax, [rbx + rts.apos]
+    add         rax, 32
+    cmp         rax, [rbx + rts.acap]
+    jbe         .done                           ; (room left)
+    mov         rsi, [rbx + rts.acap]
+    cmp         rsi, CT_ARENA_MAX
+    jae         .reset
+    mov         rdi, [rbx + rts.arena]
+    shl         rsi, 2
+    lea         rdx, [rsi * 2]
+    call        asmbpe_remap
+    test        rax, rax
+    jz          .reset
+    mov         [rbx + rts.arena], rax
+    shl         qword [rbx + rts.acap], 1
+    jmp         .done
+.reset:
+    call        rk_ct_reset
+.done:
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    ret
+ENDPROC
+
+;-----------------------------------------------------------------------------
+; rk_ct_reset: rbx = a thread state: its chunk table back to the seed (a
+; copy where it has the seed's size; emptied and the seed's entries put
+; again where it has grown), its arena empty.  Keeps rbx, rbp, r12-r15;
+; clobbers the other registers and xmm0.
+;-----------------------------------------------------------------------------
+PROC rk_ct_reset
+    mov         rdx, [rbx + rts.enc]
+    mov         rdi, [rbx + rts.ct]
+    mov         rcx, [rbx + rts.ctbytes]
+    cmp         rcx, [rdx + renc.ctbytes]
+    jne         .refill
+    mov         rsi, [rdx + renc.seed]
+    rep movsb
+    jmp         .done
+.refill:
+    xor         eax, eax
+    rep stosb
+    mov         rsi, [rdx + renc.seed]
+    mov         r8, [rdx + renc.ctbytes]
+    add         r8, rsi
+    mov         r9, [rbx + rts.ctmask]
+    mov         r10, [rbx + rts.ct]
+.seed:
+    cmp         byte [rsi + ctent.len], 0
+    je          .seed_next
+    vmovdqu     xmm0, [rsi + ctent.key]
+    WT_HASH     xmm0, rcx
+.probe:
+    and         rcx, r9
+    mov         rax, rcx
+    shl         rax, CT_SHIFT
+    cmp         byte [r10 + rax + ctent.len], 0
+    je          .put
+    inc         rcx
+    jmp         .probe
+.put:
+    vmovdqu     xmm0, [rsi]
+    vmovdqu     [r10 + rax], xmm0
+    vmovdqu     xmm0, [rsi + 16]
+    vmovdqu     [r10 + rax + 16], xmm0
+.seed_next:
+    add         rsi, ctent_size
+    cmp         rsi, r8
+    jb          .seed
+.done:
+    mov         rdx, [rbx + rts.enc]
+    mov         rcx, [rdx + renc.seedn]
+    mov         [rbx + rts.ctfill], rcx
+    mov         qword [rbx + rts.apos], 0
+    mov         qword [rbx + rts.reset], 0
+    ret
 ENDPROC
 
 ;-----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = ["RankEncoder"]
 
 RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
 RENC_RANKS = 2              # asmbpe.h: ASMBPE_RENC_RANKS (a rank file's pairs)
+RENC_NOGROW = 4             # asmbpe.h: ASMBPE_RENC_NOGROW (tests: tables reset, never grow)
 MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tokens
 
 
@@ -54,7 +55,9 @@ def _flags(vocab: Vocab) -> int:
 class RankEncoder:
     """The library's encoder of a loaded vocabulary (see the module doc)."""
 
-    def __init__(self, vocab: Vocab):
+    def __init__(self, vocab: Vocab, grow: bool = True):
+        """grow=False: each thread's tables keep their first size and go back to the
+        vocabulary's seed when full (where they would double): for tests of that path."""
         self.vocab = vocab
         self._pretok = resolve(vocab.pretokenizer).id
         if len(vocab.tokens) > MAX_TOKENS:
@@ -76,7 +79,7 @@ class RankEncoder:
         handle = L.asmbpe_renc_new(ffi.from_buffer("uint32_t[]", rows), len(rows),
                                    ffi.from_buffer("uint32_t[]", ids), token_bytes,
                                    ffi.from_buffer("uint64_t[]", offsets), len(vocab.tokens),
-                                   _flags(vocab))
+                                   _flags(vocab) | (0 if grow else RENC_NOGROW))
         if handle == ffi.NULL:
             raise MemoryError("asmbpe_renc_new: out of memory")
         self._handle = ffi.gc(handle, L.asmbpe_renc_free)

@@ -244,11 +244,15 @@ def _overflow_text(seed: int) -> str:
     return "".join(short + cjk + long)
 
 
-def test_ids_stay_exact_when_the_tables_fill_and_reset(loaded):
+@pytest.mark.parametrize("grow", [True, False], ids=["grown", "reset"])
+def test_ids_stay_exact_when_the_tables_fill(loaded, grow):
     """Enough distinct chunks to fill the chunk table, its arena and the long-chunk
-    table, each emptied (or reset to the vocabulary's seed) when full: the ids equal
-    tiktoken's on the first encode and on a second one over the refilled tables."""
+    table: the first two double when full (or, with grow=False, go back to the
+    vocabulary's seed), the third is emptied. The ids equal tiktoken's on the first
+    encode and on a second one over the refilled tables."""
+    from harness.rank import RankEncoder
     ours, enc = loaded
+    ours = RankEncoder(ours.vocab, grow=grow)
     text = _overflow_text(2026)
     want = enc.encode_ordinary(text)
     for attempt in ("first", "again"):
