@@ -183,6 +183,15 @@ int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,
                            uint64_t threads, uint64_t pretok, uint32_t *out,
                            uint64_t *counts);
 
+/* asmbpe_renc_encode of documents where they lie (docs[i], doc_ends[i] -
+ * doc_ends[i-1] bytes, no padding needed): each is copied by the thread that
+ * encodes it into a padded buffer of its own, so the caller never joins them.
+ * Same out, counts and result. */
+int64_t asmbpe_renc_encode_docs(asmbpe_renc *e, const uint8_t *const *docs,
+                                const uint64_t *doc_ends, uint64_t n_docs,
+                                uint64_t threads, uint64_t pretok,
+                                uint32_t *out, uint64_t *counts);
+
 /* ---- encoding (SPEC §6) ----------------------------------------------------- */
 
 /* encode.asm: the encoder of a merge table: merges[i] = left | right << 16

@@ -461,6 +461,9 @@ asmbpe_renc_free_impl:
     mov         rdi, [r13 + rts.lt]
     mov         esi, (16 << LT_BITS) + LT_ARENA
     call        .unmap
+    mov         rdi, [r13 + rts.dbuf]
+    mov         rsi, [r13 + rts.dbcap]
+    call        .unmap
     mov         rdi, r13
     mov         esi, (rts_size + 4095) & ~4095
     call        .unmap

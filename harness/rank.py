@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from ._lib import ffi, lib
-from .buffers import PAD, PAD_BYTE, Padded, Pool
+from .buffers import Padded, Pool, doc_pointers
 from .pretokenizers import resolve
 from .vocab import Vocab, VocabError, byte_ids, pair_table
 
@@ -123,18 +123,16 @@ class RankEncoder:
             return np.empty(0, dtype=np.uint32), np.empty(0, dtype=np.uint64)
         if threads is None:
             threads = len(os.sched_getaffinity(0))
-        pad = bytes([PAD_BYTE]) * PAD
-        joined = b"".join([pad, *datas, pad])   # the text and its padding, one copy
-        size = len(joined) - 2 * PAD
-        ends = np.cumsum([len(d) for d in datas], dtype=np.uint64)
+        table, ends, size, keep = doc_pointers(datas)   # where they lie: no join
         out = _RESULTS.take(max(size, 1))      # ids (a block used before: no new pages)
         counts = np.zeros(len(datas), dtype=np.uint64)
-        text = ffi.from_buffer("uint8_t[]", joined) + PAD
         with self._lock:
-            got = lib().asmbpe_renc_encode(self._handle, text, ffi.from_buffer("uint64_t[]", ends),
-                                           len(datas), min(threads, 256), self._pretok,
-                                           ffi.from_buffer("uint32_t[]", out),
-                                           ffi.from_buffer("uint64_t[]", counts))
+            got = lib().asmbpe_renc_encode_docs(self._handle, table,
+                                                ffi.from_buffer("uint64_t[]", ends),
+                                                len(datas), min(threads, 256), self._pretok,
+                                                ffi.from_buffer("uint32_t[]", out),
+                                                ffi.from_buffer("uint64_t[]", counts))
+        del keep
         if got < 0:
             _RESULTS.give_back(out)
             if got == -2:
