@@ -36,6 +36,12 @@ def test_renc_decode_checkasm():
         "\n".join(lines)
 
 
+def test_renc_encode_docs_checkasm():
+    lines: list[str] = []
+    assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_encode_docs", out=lines.append), \
+        "\n".join(lines)
+
+
 def test_renc_encode_checkasm():
     lines: list[str] = []
     assert checkasm.run_checks(seed=2026, pattern="asmbpe_renc_encode", out=lines.append), \

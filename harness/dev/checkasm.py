@@ -925,6 +925,51 @@ def check_renc_encode(ctx: Ctx) -> None:
         ctx.call("asmbpe_renc_free", enc)
 
 
+@register("asmbpe_renc_encode_docs")
+def check_renc_encode_docs(ctx: Ctx) -> None:
+    """Documents by pointer with no padding at all (joined in a guarded buffer whose
+    first or last byte touches a guard page), on 1, 2, 3 and 8 threads, against
+    rank_twin.encode per document; counts and the ids past the total as for
+    asmbpe_renc_encode."""
+    from . import rank_twin
+    arena = GuardedArena(MB + 4096)
+    for v_name, v in _rank_vocabs(ctx.rng):
+        enc = _renc_new(ctx, v)
+        pid = PRETOKENIZERS[v.pretokenizer][0]
+        docs = [random_text(ctx.rng, ctx.rng.choice([0, 1, 5, 64, 300, 3000])) for _ in range(40)]
+        docs += [texty(ctx.rng, 129), b"e" * 20_000]
+        want = [rank_twin.encode(d, v) for d in docs]
+        flat = [i for w in want for i in w]
+        ends = np.cumsum([len(d) for d in docs]).astype(np.uint64)
+        starts = [0] + ends[:-1].tolist()
+        for k, threads in enumerate((1, 2, 3, 8)):
+            anchor = ("start", "end")[k % 2]
+            ptr, _ = arena.place(b"".join(docs[::-1] if anchor == "start" else docs), anchor,
+                                 None, pad=0)
+            order = docs[::-1] if anchor == "start" else docs
+            o_ends = np.cumsum([len(d) for d in order]).astype(np.uint64)
+            o_want = want[::-1] if anchor == "start" else want
+            o_flat = [i for w in o_want for i in w]
+            table = ffi.new("uint8_t *[]", [ptr + int(s) for s in [0] + o_ends[:-1].tolist()])
+            case = f"{v_name}: {len(docs)} documents by pointer, {anchor}-anchored, {threads} threads"
+            ctx.on(case)
+            full, out = _u32_out(int(o_ends[-1]))
+            counts = np.full(len(docs) + 2, 7, dtype=np.uint64)
+            got = ctx.call("asmbpe_renc_encode_docs", enc, table,
+                           ffi.from_buffer("uint64_t[]", o_ends), len(docs), threads, pid,
+                           ffi.from_buffer("uint32_t[]", out), ffi.from_buffer("uint64_t[]", counts[1:]))
+            if got != len(o_flat) or out[:got].tolist() != o_flat:
+                ctx.fail(f"asmbpe_renc_encode_docs: {case}: {got} ids, the twin {len(o_flat)}: "
+                         f"{first_difference(out[:max(got, 0)].tolist(), o_flat)}")
+            elif counts[1:-1].tolist() != [len(w) for w in o_want] or counts[0] != 7 or counts[-1] != 7:
+                ctx.fail(f"asmbpe_renc_encode_docs: {case}: counts differ (or written outside)")
+            elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + len(out):] != 0x99999999):
+                ctx.fail(f"asmbpe_renc_encode_docs: {case}: wrote outside out")
+        del starts, flat, ends
+        ctx.call("asmbpe_renc_free", enc)
+    arena.close()
+
+
 @register("asmbpe_enc_trim")
 def check_enc_trim(ctx: Ctx) -> None:
     """The state pool: a freed encoder's thread states go to the pool, the next
