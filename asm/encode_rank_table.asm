@@ -203,8 +203,13 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         [nw_enc + renc.ctcap], rax
     shl         rdx, CT_SHIFT
     mov         [nw_enc + renc.ctbytes], rdx
-    mov         rdi, rdx
-    call        asmbpe_map                      ; zeroed: every entry empty
+    mov         rdi, [nw_enc + renc.ntok]       ; the seed: a list of entries
+    add         rdi, 256                        ; (at most every byte and
+    shl         rdi, CT_SHIFT                   ; token)
+    add         rdi, 4095
+    and         rdi, ~4095
+    mov         [nw_enc + renc.sdbytes], rdi
+    call        asmbpe_map
     test        rax, rax
     jz          .fail
     mov         [nw_enc + renc.seed], rax
@@ -374,21 +379,16 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 ENDFUNC
 
 ; ct_seed_put (asmbpe_renc_new): r14 = the encoder, xmm0 = a key, eax =
-; its id: an entry of one id in the seed (the first empty one from the key's
-; home).  Clobbers rax, rcx, r8-r11.
+; its id: an entry of one id appended to the seed (with RF_RANKS and 3+
+; bytes, its filter bit set).  Clobbers rax, rcx, rdx, r8-r11.
 ct_seed_put:
-    mov         r8, [r14 + renc.seed]
-    mov         r9, [r14 + renc.ctmask]
     or          eax, 1 << CT_NSHIFT
     mov         r10d, eax
-    WT_HASH     xmm0, rcx
     cmp         qword [r14 + renc.bloom], 0     ; its filter bit
-    je          .probe
+    je          .put
     vpextrb     eax, xmm0, ctent.len
     cmp         eax, 3
-    jb          .probe
-    push        rcx
-    push        rdx
+    jb          .put
     sub         rsp, 16
     vmovdqu     [rsp], xmm0                     ; its bytes, hashed
     xor         ecx, ecx                        ; (ROLL_K)
@@ -405,22 +405,52 @@ ct_seed_put:
     shr         rcx, 64 - BLOOM_BITS
     mov         r11, [r14 + renc.bloom]
     bts         [r11], rcx
-    pop         rdx
-    pop         rcx
-    mov         r9, [r14 + renc.ctmask]
+.put:
+    mov         rax, [r14 + renc.seedn]
+    shl         rax, CT_SHIFT
+    add         rax, [r14 + renc.seed]
+    vmovdqu     [rax + ctent.key], xmm0
+    mov         [rax + ctent.ids], r10d
+    inc         qword [r14 + renc.seedn]
+    ret
+
+;-----------------------------------------------------------------------------
+; rk_ct_seed: rbx = a thread state whose chunk table (rts.ct, rts.ctmask) is
+; empty: the seed's entries put in it (linear probing from each key's home).
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
+;-----------------------------------------------------------------------------
+PROC rk_ct_seed
+    mov         rdx, [rbx + rts.enc]
+    mov         rsi, [rdx + renc.seed]
+    mov         r8, [rdx + renc.seedn]
+    shl         r8, CT_SHIFT
+    add         r8, rsi                         ; the seed's end
+    mov         r9, [rbx + rts.ctmask]
+    mov         r10, [rbx + rts.ct]
+.entry:
+    cmp         rsi, r8
+    jae         .done
+    vmovdqu     xmm0, [rsi + ctent.key]
+    WT_HASH     xmm0, rcx
 .probe:
     and         rcx, r9
     mov         rax, rcx
     shl         rax, CT_SHIFT
-    cmp         byte [r8 + rax + ctent.len], 0
-    je          .free
+    cmp         byte [r10 + rax + ctent.len], 0
+    je          .put
     inc         rcx
     jmp         .probe
-.free:
-    vmovdqu     [r8 + rax + ctent.key], xmm0
-    mov         [r8 + rax + ctent.ids], r10d
-    inc         qword [r14 + renc.seedn]
+.put:
+    vmovdqu     xmm1, [rsi + ctent.ids]
+    vmovdqu     [r10 + rax + ctent.key], xmm0
+    vmovdqu     [r10 + rax + ctent.ids], xmm1
+    add         rsi, ctent_size
+    jmp         .entry
+.done:
+    mov         rax, [rdx + renc.seedn]
+    mov         [rbx + rts.ctfill], rax
     ret
+ENDPROC
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_renc_free(asmbpe_renc *e): everything it mapped (NULL: nothing).
@@ -484,7 +514,7 @@ asmbpe_renc_free_impl:
     mov         esi, BP_BYTES
     call        .unmap
     mov         rdi, [rbx + renc.seed]
-    mov         rsi, [rbx + renc.ctbytes]
+    mov         rsi, [rbx + renc.sdbytes]
     call        .unmap
     mov         rdi, [rbx + renc.bloom]
     mov         esi, 1 << (BLOOM_BITS - 3)
@@ -544,12 +574,6 @@ PROC rk_state
     test        rax, rax
     jz          .no_ct
     mov         [r13 + rts.ct], rax
-    mov         rdi, rax
-    mov         rsi, [rbx + renc.seed]
-    mov         rcx, [rbx + renc.ctbytes]
-    rep movsb
-    mov         rax, [rbx + renc.seedn]
-    mov         [r13 + rts.ctfill], rax
     mov         rax, [rbx + renc.ctmask]
     mov         [r13 + rts.ctmask], rax
     mov         rax, [rbx + renc.ctbytes]
@@ -558,6 +582,10 @@ PROC rk_state
     mov         [r13 + rts.ctbmask], rax
     mov         rax, [rbx + renc.ctcap]
     mov         [r13 + rts.ctcap], rax
+    push        rbx                             ; the seed into it
+    mov         rbx, r13
+    call        rk_ct_seed
+    pop         rbx
     mov         edi, CT_ARENA * 4
     call        asmbpe_map
     test        rax, rax
@@ -697,54 +725,16 @@ PROC rk_ct_full
 ENDPROC
 
 ;-----------------------------------------------------------------------------
-; rk_ct_reset: rbx = a thread state: its chunk table back to the seed (a
-; copy where it has the seed's size; emptied and the seed's entries put
-; again where it has grown), its arena empty.  Keeps rbx, rbp, r12-r15;
-; clobbers the other registers and xmm0.
+; rk_ct_reset: rbx = a thread state: its chunk table emptied and the seed's
+; entries put again (at the size it has grown to), its arena empty.  Keeps
+; rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
 ;-----------------------------------------------------------------------------
 PROC rk_ct_reset
-    mov         rdx, [rbx + rts.enc]
-    mov         rdi, [rbx + rts.ct]
+    mov         rdi, [rbx + rts.ct]             ; emptied, then the seed
     mov         rcx, [rbx + rts.ctbytes]
-    cmp         rcx, [rdx + renc.ctbytes]
-    jne         .refill
-    mov         rsi, [rdx + renc.seed]
-    rep movsb
-    jmp         .done
-.refill:
     xor         eax, eax
     rep stosb
-    mov         rsi, [rdx + renc.seed]
-    mov         r8, [rdx + renc.ctbytes]
-    add         r8, rsi
-    mov         r9, [rbx + rts.ctmask]
-    mov         r10, [rbx + rts.ct]
-.seed:
-    cmp         byte [rsi + ctent.len], 0
-    je          .seed_next
-    vmovdqu     xmm0, [rsi + ctent.key]
-    WT_HASH     xmm0, rcx
-.probe:
-    and         rcx, r9
-    mov         rax, rcx
-    shl         rax, CT_SHIFT
-    cmp         byte [r10 + rax + ctent.len], 0
-    je          .put
-    inc         rcx
-    jmp         .probe
-.put:
-    vmovdqu     xmm0, [rsi]
-    vmovdqu     [r10 + rax], xmm0
-    vmovdqu     xmm0, [rsi + 16]
-    vmovdqu     [r10 + rax + 16], xmm0
-.seed_next:
-    add         rsi, ctent_size
-    cmp         rsi, r8
-    jb          .seed
-.done:
-    mov         rdx, [rbx + rts.enc]
-    mov         rcx, [rdx + renc.seedn]
-    mov         [rbx + rts.ctfill], rcx
+    call        rk_ct_seed
     mov         qword [rbx + rts.apos], 0
     mov         qword [rbx + rts.reset], 0
     ret

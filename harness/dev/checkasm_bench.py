@@ -455,7 +455,8 @@ def _rank_tables(env: Env):
 
 def _renc_args(tables) -> list[int]:
     rows, ids, blob, offsets = tables
-    return [_ptr(rows), len(rows), _ptr(ids), _ptr(blob), _ptr(offsets), len(offsets) - 1, 1]
+    # flags: whole chunks and ranks (ASMBPE_RENC_WHOLE | ASMBPE_RENC_RANKS), as a rank file's
+    return [_ptr(rows), len(rows), _ptr(ids), _ptr(blob), _ptr(offsets), len(offsets) - 1, 3]
 
 
 def _rank_encoder(env: Env):
@@ -526,6 +527,23 @@ def bench_renc_encode(env: Env) -> list[Case]:
             for (b, ends), (o, c) in zip(inputs, outs)]
     return [Case(f"asmbpe_renc_encode {n >> 10} KB in 4 KB documents, 1 thread",
                  "asmbpe_renc_encode", sets, n, keep=[inputs, outs, t],
+                 after=lambda: L.asmbpe_renc_free(e))]
+
+
+@bench("asmbpe_renc_encode_docs")
+def bench_renc_encode_docs(env: Env) -> list[Case]:
+    n = 1 << 14
+    L = env.L
+    e, t = _rank_encoder(env)
+    inputs = [env.docs(k, n) for k in range(2)]
+    tables = [np.concatenate(([0], ends[:-1])).astype(np.uint64) + np.uint64(_ptr(b.ptr))
+              for b, ends in inputs]
+    outs = [(np.zeros(n, dtype=np.uint32), np.zeros(len(ends), dtype=np.uint64))
+            for _, ends in inputs]
+    sets = [[_ptr(e), _ptr(tab), _ptr(ends), len(ends), 1, 2, _ptr(o), _ptr(c)]
+            for tab, (_, ends), (o, c) in zip(tables, inputs, outs)]
+    return [Case(f"asmbpe_renc_encode_docs {n >> 10} KB in 4 KB documents by pointer, 1 thread",
+                 "asmbpe_renc_encode_docs", sets, n, keep=[inputs, tables, outs, t],
                  after=lambda: L.asmbpe_renc_free(e))]
 
 
