@@ -157,6 +157,7 @@ rk_doc:
     ; or the empty one that ended the probe | 1 (a miss)
     mov         rdi, [rbx + rts.bcur]
     mov         r10, r15
+    xor         r11d, r11d                      ; misses
 .probe_all:
     mov         rcx, [rdi + rkrec.home]
     test        rcx, rcx
@@ -176,6 +177,7 @@ rk_doc:
     jmp         .probe
 .missed:
     or          rcx, 1
+    inc         r11
 .found:
     mov         [rdi + rkrec.free], rcx
 .probed:
@@ -186,6 +188,8 @@ rk_doc:
     ; pass M (RF_RANKS): each missed chunk's substrings looked up at once
     ; (rk_sub_a prefetches their entries into its workspace, whose address
     ; replaces rkrec.home), so that the misses' memory waits overlap
+    test        r11, r11
+    jz          .emit                           ; (none missed)
     mov         rax, [rbx + rts.enc]
     test        qword [rax + renc.flags], RF_RANKS
     jz          .emit
