@@ -185,3 +185,26 @@ def test_cli_cluster(client, shards, tok, tmp_path):
     (tmp_path / "f").write_text("x")
     r = invoke("encode", *files, "-t", tok_path, "-o", tmp_path / "f", "--shards")
     one_line_error(r, "not a directory")
+
+
+def test_encode_with_a_loaded_vocabulary(client, shards, tmp_path):
+    """A published vocabulary (o200k_base: u32 ids, .tok version 2, its <|endoftext|>
+    delimiting documents) through the cluster: the same shard bytes as one process, and
+    the tokens of one encode_to_tok."""
+    gz = Path(__file__).resolve().parents[2] / "shared" / "vocabs" / "o200k_base.tiktoken.gz"
+    if not gz.is_file():
+        pytest.skip(f"{gz} not found (shared/ next to the repository)")
+    tok = harness.Tokenizer.from_tiktoken(gz)
+    assert tok.dtype == np.uint32
+    files = shards["multilingual"]
+    kw = dict(doc_token="<|endoftext|>", doc_token_at="end")
+    one = encode_to_tok(tok, files, tmp_path / "one.tok", **kw)
+    local = D.encode_sharded(tok, files, tmp_path / "local", **kw)
+    D.encode_sharded(tok, files, tmp_path / "dist", client=client, **kw)
+    for e in local.shards:
+        assert (tmp_path / "local" / e["file"]).read_bytes() == \
+            (tmp_path / "dist" / e["file"]).read_bytes()
+    tokens = D.shard_tokens(tmp_path / "dist")
+    assert tokens.dtype.itemsize == 4 and tokens.max() >= 1 << 16
+    assert np.array_equal(tokens, np.asarray(read_tok(tmp_path / "one.tok", tok).tokens))
+    assert int((tokens == 199999).sum()) == one.documents
