@@ -6,6 +6,7 @@
 %include "encode_rank.inc"
 
 extern mask_tab
+extern asmbpe_remap
 extern rk_state
 
 section .text
@@ -532,7 +533,7 @@ PROC rk_long
     mov         r15d, eax                       ; the crc
     mov         rbp, [rbx + rts.lt]
     mov         r8d, eax
-    and         r8d, (1 << LT_BITS) - 1         ; its home entry
+    and         r8, [rbx + rts.ltmask]          ; its home entry
 .probe:
     mov         rdi, r8
     shl         rdi, 4
@@ -589,8 +590,8 @@ PROC rk_long
     jb          .hit_id
     jmp         .ret
 .next:
-    inc         r8d
-    and         r8d, (1 << LT_BITS) - 1
+    inc         r8
+    and         r8, [rbx + rts.ltmask]
     jmp         .probe
 .miss:                                          ; rdi = the empty entry
     push        rdi
@@ -601,16 +602,20 @@ PROC rk_long
     mov         rbp, [rbx + rts.lt]
     test        rax, rax
     js          .ret
-    mov         rcx, [rbx + rts.ltfill]         ; room for it?
-    cmp         rcx, (5 << LT_BITS) / 8
-    jae         .reset
+    mov         rcx, [rbx + rts.ltmask]         ; room for it?
+    shr         rcx, 3
+    lea         rcx, [rcx + rcx * 4]            ; (5/8 of the entries)
+    cmp         rcx, [rbx + rts.ltfill]
+    jbe         .grow
+    mov         rcx, [rbx + rts.ltfill]
     mov         rdx, [rbx + rts.ltpos]
     lea         rsi, [rdx + rax * 4]
     add         rsi, rk_n
     add         rsi, 3
     and         rsi, ~3                         ; the arena's use after it
-    cmp         rsi, LT_ARENA - 64
-    ja          .reset
+    lea         r8, [rsi + 64]
+    cmp         r8, [rbx + rts.ltacap]
+    ja          .grow_arena
     inc         rcx
     mov         [rbx + rts.ltfill], rcx
     mov         [rbx + rts.ltpos], rsi
@@ -636,10 +641,75 @@ PROC rk_long
     cmp         rcx, rk_n
     jb          .put_bytes
     jmp         .ret
-.reset:                                         ; full: emptied (this chunk
-    push        rax                             ; is not put)
+.grow:                                          ; the table full: doubled
+    push        rax                             ; (its entries put again;
+    mov         rcx, [rbx + rts.enc]            ; this chunk is not put)
+    test        qword [rcx + renc.flags], RF_NOGROW
+    jnz         .reset
+    mov         rcx, [rbx + rts.ltmask]
+    cmp         rcx, (1 << LT_MAX_BITS) - 1
+    jae         .reset
+    lea         rdi, [rcx * 2 + 2]
+    shl         rdi, 4
+    call        asmbpe_map
+    test        rax, rax
+    jz          .reset
+    mov         r14, rax                        ; (out is no longer needed)
+    mov         r12, [rbx + rts.ltmask]
+    lea         r13, [r12 * 2 + 1]              ; the new mask
+    mov         rsi, rbp
+    lea         rcx, [r12 + 1]
+    shl         rcx, 4
+    add         rcx, rbp                        ; the old table's end
+.rehash:
+    cmp         word [rsi + ltent.len], 0
+    je          .rh_next
+    mov         edx, [rsi + ltent.crc]
+.rh_probe:
+    and         rdx, r13
+    mov         rax, rdx
+    shl         rax, 4
+    cmp         word [r14 + rax + ltent.len], 0
+    je          .rh_put
+    inc         rdx
+    jmp         .rh_probe
+.rh_put:
+    vmovdqu     xmm0, [rsi]
+    vmovdqu     [r14 + rax], xmm0
+.rh_next:
+    add         rsi, 16
+    cmp         rsi, rcx
+    jb          .rehash
     mov         rdi, rbp
-    mov         ecx, 16 << LT_BITS
+    lea         rsi, [r12 + 1]
+    shl         rsi, 4
+    call        asmbpe_unmap
+    mov         [rbx + rts.lt], r14
+    mov         [rbx + rts.ltmask], r13
+    pop         rax
+    jmp         .ret
+.grow_arena:                                    ; the arena full: doubled
+    push        rax                             ; (mremap; entries keep
+    mov         rsi, [rbx + rts.enc]            ; their offsets)
+    test        qword [rsi + renc.flags], RF_NOGROW
+    jnz         .reset
+    mov         rsi, [rbx + rts.ltacap]
+    cmp         rsi, LT_ARENA_MAX
+    jae         .reset
+    mov         rdi, [rbx + rts.ltarena]
+    lea         rdx, [rsi * 2]
+    call        asmbpe_remap
+    test        rax, rax
+    jz          .reset
+    mov         [rbx + rts.ltarena], rax
+    shl         qword [rbx + rts.ltacap], 1
+    pop         rax
+    jmp         .ret
+.reset:                                         ; at their largest: both
+    mov         rdi, [rbx + rts.lt]             ; emptied (this chunk is
+    mov         rcx, [rbx + rts.ltmask]         ; not put; rax pushed)
+    inc         rcx
+    shl         rcx, 4
     xor         eax, eax
     rep stosb
     mov         qword [rbx + rts.ltfill], 0

@@ -489,7 +489,12 @@ asmbpe_renc_free_impl:
     shl         rsi, 2
     call        .unmap
     mov         rdi, [r13 + rts.lt]
-    mov         esi, (16 << LT_BITS) + LT_ARENA
+    mov         rsi, [r13 + rts.ltmask]
+    inc         rsi
+    shl         rsi, 4
+    call        .unmap
+    mov         rdi, [r13 + rts.ltarena]
+    mov         rsi, [r13 + rts.ltacap]
     call        .unmap
     mov         rdi, [r13 + rts.dbuf]
     mov         rsi, [r13 + rts.dbcap]
@@ -592,13 +597,18 @@ PROC rk_state
     jz          .no_arena
     mov         [r13 + rts.arena], rax
     mov         qword [r13 + rts.acap], CT_ARENA
-    mov         edi, (16 << LT_BITS) + LT_ARENA  ; the long-chunk table and
-    call        asmbpe_map                      ; its arena, one mapping
+    mov         edi, 16 << LT_BITS              ; the long-chunk table and
+    call        asmbpe_map                      ; its arena
     test        rax, rax
     jz          .no_lt
     mov         [r13 + rts.lt], rax
-    add         rax, 16 << LT_BITS
+    mov         qword [r13 + rts.ltmask], (1 << LT_BITS) - 1
+    mov         edi, LT_ARENA
+    call        asmbpe_map
+    test        rax, rax
+    jz          .no_ltarena
     mov         [r13 + rts.ltarena], rax
+    mov         qword [r13 + rts.ltacap], LT_ARENA
     mov         [rbx + renc.ts + r12 * 8], r13
     mov         rax, r13
 .out:
@@ -607,6 +617,10 @@ PROC rk_state
     pop         rbx
 .ret:
     ret
+.no_ltarena:
+    mov         rdi, [r13 + rts.lt]
+    mov         esi, 16 << LT_BITS
+    call        asmbpe_unmap
 .no_lt:
     mov         rdi, [r13 + rts.arena]
     mov         esi, CT_ARENA * 4
