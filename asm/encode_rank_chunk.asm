@@ -736,7 +736,9 @@ ENDPROC
 ; rk_sub_a: rbx = a thread state, rsi = the chunk, rdx = its length, rdi =
 ; a workspace.  Each substring of 3+ bytes whose filter bit is set (the
 ; others are no token): its key, home entry (prefetched) and place in
-; srank, one rkrec each after a u64 count.  Out: rax = the workspace's end.
+; srank, one rkrec each from workspace + 32, their count at workspace + 0
+; (a workspace is 32-byte aligned).  Out: rax = the workspace's end (the
+; next one's start).
 ; Keeps rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
 ;-----------------------------------------------------------------------------
 PROC rk_sub_a
