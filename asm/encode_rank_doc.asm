@@ -163,18 +163,7 @@ rk_doc:
     test        rcx, rcx
     jz          .probed                         ; (a long chunk)
     vmovdqa     xmm0, [rdi + rkrec.key]
-.probe:
-    vpcmpeqb    xmm1, xmm0, [rcx + ctent.key]
-    vpmovmskb   eax, xmm1
-    cmp         eax, 0xFFFF
-    je          .found
-    cmp         byte [rcx + ctent.len], 0
-    je          .missed
-    sub         rcx, [rbx + rts.ct]
-    add         rcx, ctent_size
-    and         rcx, [rbx + rts.ctbmask]
-    add         rcx, [rbx + rts.ct]             ; the next entry
-    jmp         .probe
+    CT_PROBE    .found, .missed
 .missed:
     or          rcx, 1
     inc         r11
@@ -448,7 +437,7 @@ rk_pass_a:
     ja          .put
     CT_KEY      rsi, rdx, edx
     vmovdqa     [rdi + rkrec.key], xmm0
-    WT_HASH     xmm0, rcx
+    KEY_HASH    xmm0, rcx
     and         rcx, [rbx + rts.ctmask]
     shl         rcx, CT_SHIFT
     add         rcx, [rbx + rts.ct]             ; its home entry

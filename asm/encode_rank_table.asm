@@ -6,7 +6,7 @@
 %include "encode_rank.inc"
 
 extern mask_tab
-extern asmbpe_remap
+extern rk_ct_seed
 
 section .text
 
@@ -65,15 +65,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
 
     ; the pair slots: a power of two >= 2 n, at least 1024
     lea         rax, [nw_n * 2]
-    mov         ecx, 10
-.size:
-    mov         edx, 1
-    shl         rdx, cl
-    cmp         rdx, rax
-    jae         .sized
-    inc         ecx
-    jmp         .size
-.sized:
+    POW2_AT_LEAST 10
     mov         eax, 64
     sub         eax, ecx
     mov         [nw_enc + renc.shift], rax
@@ -186,15 +178,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rax, [nw_enc + renc.ntok]
     add         rax, 256
     shl         rax, 2
-    mov         ecx, CT_MIN_BITS
-.csize:
-    mov         edx, 1
-    shl         rdx, cl
-    cmp         rdx, rax
-    jae         .csized
-    inc         ecx
-    jmp         .csize
-.csized:
+    POW2_AT_LEAST CT_MIN_BITS
     lea         rax, [rdx - 1]
     mov         [nw_enc + renc.ctmask], rax
     mov         rax, rdx
@@ -255,18 +239,11 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     jmp         .ctok
 .ctoks:
 
-    ; the whole-token slots (RF_WHOLE): tokens of 2+ bytes by crc32c
+    ; the whole-token slots (RF_WHOLE): tokens over CT_MAX_LEN bytes by crc32c
+    ; (the shorter ones are in the seed)
     mov         rax, [nw_enc + renc.ntok]
     add         rax, rax
-    mov         ecx, 10
-.wsize:
-    mov         edx, 1
-    shl         rdx, cl
-    cmp         rdx, rax
-    jae         .wsized
-    inc         ecx
-    jmp         .wsize
-.wsized:
+    POW2_AT_LEAST 10
     lea         rax, [rdx - 1]
     mov         [nw_enc + renc.wmask], rax
     lea         rdi, [rdx * 8]
@@ -288,7 +265,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rsi, [rax + nw_i * 8]
     mov         nw_t2, [rax + nw_i * 8 + 8]
     sub         nw_t2, rsi                      ; its length
-    cmp         nw_t2, WT_MAX_LEN               ; (shorter ones: renc.wt)
+    cmp         nw_t2, CT_MAX_LEN               ; (shorter ones: the seed)
     jbe         .wnext
     add         rsi, [nw_enc + renc.tokbytes]
     CRC_BYTES   rsi, nw_t2, rax
@@ -309,62 +286,6 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     inc         nw_i
     jmp         .winsert
 .winserted:
-    ; the whole-token slots with the bytes in them: tokens of 2..WT_MAX_LEN
-    mov         rax, [nw_enc + renc.ntok]
-    add         rax, rax
-    mov         ecx, 10
-.tsize:
-    mov         edx, 1
-    shl         rdx, cl
-    cmp         rdx, rax
-    jae         .tsized
-    inc         ecx
-    jmp         .tsize
-.tsized:
-    lea         rax, [rdx - 1]
-    mov         [nw_enc + renc.wtmask], rax
-    shl         rdx, WT_SHIFT
-    mov         [nw_enc + renc.wtbytes], rdx
-    mov         rdi, rdx
-    call        asmbpe_map                      ; zeroed: every slot empty
-    test        rax, rax
-    jz          .fail
-    mov         [nw_enc + renc.wt], rax
-    xor         nw_i, nw_i
-.tinsert:
-    cmp         nw_i, [nw_enc + renc.ntok]
-    jae         .done
-    mov         rax, [nw_enc + renc.tokoff]
-    mov         rsi, [rax + nw_i * 8]
-    mov         rdx, [rax + nw_i * 8 + 8]
-    sub         rdx, rsi                        ; its length
-    cmp         rdx, 2
-    jb          .tnext
-    cmp         rdx, WT_MAX_LEN
-    ja          .tnext
-    add         rsi, [nw_enc + renc.tokbytes]
-    lea         rax, [mask_tab + 64]
-    sub         rax, rdx
-    vmovdqu     xmm1, [rax]
-    vpand       xmm0, xmm1, [rsi]               ; (PAD after the bytes)
-    vpinsrb     xmm0, xmm0, edx, WT_LENB        ; the key
-    WT_HASH     xmm0, rcx
-    mov         r8, [nw_enc + renc.wt]
-    mov         r9, [nw_enc + renc.wtmask]
-.tprobe:
-    and         rcx, r9
-    mov         rax, rcx
-    shl         rax, WT_SHIFT
-    cmp         byte [r8 + rax + WT_LENB], 0
-    je          .tfree
-    inc         rcx
-    jmp         .tprobe
-.tfree:
-    vmovdqu     [r8 + rax], xmm0
-    mov         [r8 + rax + wtslot.id], r15d    ; (nw_i)
-.tnext:
-    inc         nw_i
-    jmp         .tinsert
 .done:
     mov         rax, nw_enc
     add         rsp, 32
@@ -414,43 +335,6 @@ ct_seed_put:
     inc         qword [r14 + renc.seedn]
     ret
 
-;-----------------------------------------------------------------------------
-; rk_ct_seed: rbx = a thread state whose chunk table (rts.ct, rts.ctmask) is
-; empty: the seed's entries put in it (linear probing from each key's home).
-; Keeps rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
-;-----------------------------------------------------------------------------
-PROC rk_ct_seed
-    mov         rdx, [rbx + rts.enc]
-    mov         rsi, [rdx + renc.seed]
-    mov         r8, [rdx + renc.seedn]
-    shl         r8, CT_SHIFT
-    add         r8, rsi                         ; the seed's end
-    mov         r9, [rbx + rts.ctmask]
-    mov         r10, [rbx + rts.ct]
-.entry:
-    cmp         rsi, r8
-    jae         .done
-    vmovdqu     xmm0, [rsi + ctent.key]
-    WT_HASH     xmm0, rcx
-.probe:
-    and         rcx, r9
-    mov         rax, rcx
-    shl         rax, CT_SHIFT
-    cmp         byte [r10 + rax + ctent.len], 0
-    je          .put
-    inc         rcx
-    jmp         .probe
-.put:
-    vmovdqu     xmm1, [rsi + ctent.ids]
-    vmovdqu     [r10 + rax + ctent.key], xmm0
-    vmovdqu     [r10 + rax + ctent.ids], xmm1
-    add         rsi, ctent_size
-    jmp         .entry
-.done:
-    mov         rax, [rdx + renc.seedn]
-    mov         [rbx + rts.ctfill], rax
-    ret
-ENDPROC
 
 ;-----------------------------------------------------------------------------
 ; void asmbpe_renc_free(asmbpe_renc *e): everything it mapped (NULL: nothing).
@@ -511,9 +395,6 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.wslots]
     mov         rsi, [rbx + renc.wbytes]
-    call        .unmap
-    mov         rdi, [rbx + renc.wt]
-    mov         rsi, [rbx + renc.wtbytes]
     call        .unmap
     mov         rdi, [rbx + renc.bp]
     mov         esi, BP_BYTES
@@ -641,118 +522,6 @@ PROC rk_state
     jmp         .out
 ENDPROC
 
-;-----------------------------------------------------------------------------
-; rk_ct_full: rbx = a thread state whose chunk table or arena filled up
-; (rk_doc, after the batch whose records point into them): the table
-; doubled (every entry put again) while under 2^CT_MAX_BITS entries, the
-; arena doubled (mremap: entries keep their offsets) while under
-; CT_ARENA_MAX ids; otherwise, or when memory runs out, both back to the
-; seed.  Keeps rbx, rbp, r12-r15; clobbers the other registers, xmm0-xmm1.
-;-----------------------------------------------------------------------------
-PROC rk_ct_full
-    push        r12
-    push        r13
-    push        r14
-    push        r15
-    mov         qword [rbx + rts.reset], 0
-    mov         rax, [rbx + rts.enc]
-    test        qword [rax + renc.flags], RF_NOGROW
-    jnz         .reset
-    mov         rax, [rbx + rts.ctfill]
-    cmp         rax, [rbx + rts.ctcap]
-    jb          .arena
-    mov         rax, [rbx + rts.ctbytes]
-    cmp         rax, 1 << (CT_MAX_BITS + CT_SHIFT)
-    jae         .reset
-    lea         rdi, [rax * 2]                  ; the table doubled
-    call        asmbpe_map
-    test        rax, rax
-    jz          .reset
-    mov         r12, rax                        ; the new one
-    mov         r13, [rbx + rts.ct]             ; the old one
-    mov         r14, [rbx + rts.ctbytes]
-    lea         r15, [r14 * 2]
-    shr         r15, CT_SHIFT
-    dec         r15                             ; its entries - 1
-    mov         rsi, r13
-    lea         r8, [r13 + r14]
-.rehash:
-    cmp         byte [rsi + ctent.len], 0
-    je          .rh_next
-    vmovdqu     xmm0, [rsi + ctent.key]
-    WT_HASH     xmm0, rdx
-.rh_probe:
-    and         rdx, r15
-    mov         rax, rdx
-    shl         rax, CT_SHIFT
-    cmp         byte [r12 + rax + ctent.len], 0
-    je          .rh_put
-    inc         rdx
-    jmp         .rh_probe
-.rh_put:
-    vmovdqu     xmm0, [rsi]
-    vmovdqu     xmm1, [rsi + 16]
-    vmovdqu     [r12 + rax], xmm0
-    vmovdqu     [r12 + rax + 16], xmm1
-.rh_next:
-    add         rsi, ctent_size
-    cmp         rsi, r8
-    jb          .rehash
-    mov         rdi, r13
-    mov         rsi, r14
-    call        asmbpe_unmap
-    mov         [rbx + rts.ct], r12
-    lea         rax, [r14 * 2]
-    mov         [rbx + rts.ctbytes], rax
-    dec         rax
-    mov         [rbx + rts.ctbmask], rax
-    mov         [rbx + rts.ctmask], r15
-    lea         rax, [r15 + 1]
-    shr         rax, 3
-    lea         rax, [rax + rax * 4]
-    mov         [rbx + rts.ctcap], rax
-.arena:
-    mov         rax, [rbx + rts.apos]
-    add         rax, 32
-    cmp         rax, [rbx + rts.acap]
-    jbe         .done                           ; (room left)
-    mov         rsi, [rbx + rts.acap]
-    cmp         rsi, CT_ARENA_MAX
-    jae         .reset
-    mov         rdi, [rbx + rts.arena]
-    shl         rsi, 2
-    lea         rdx, [rsi * 2]
-    call        asmbpe_remap
-    test        rax, rax
-    jz          .reset
-    mov         [rbx + rts.arena], rax
-    shl         qword [rbx + rts.acap], 1
-    jmp         .done
-.reset:
-    call        rk_ct_reset
-.done:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    ret
-ENDPROC
-
-;-----------------------------------------------------------------------------
-; rk_ct_reset: rbx = a thread state: its chunk table emptied and the seed's
-; entries put again (at the size it has grown to), its arena empty.  Keeps
-; rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
-;-----------------------------------------------------------------------------
-PROC rk_ct_reset
-    mov         rdi, [rbx + rts.ct]             ; emptied, then the seed
-    mov         rcx, [rbx + rts.ctbytes]
-    xor         eax, eax
-    rep stosb
-    call        rk_ct_seed
-    mov         qword [rbx + rts.apos], 0
-    mov         qword [rbx + rts.reset], 0
-    ret
-ENDPROC
 
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_renc_decode(const asmbpe_renc *e, const uint32_t *ids,
