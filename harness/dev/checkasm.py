@@ -747,15 +747,14 @@ def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
     return [("ranks", rank_vocab), ("ranks by pairs", by_pairs), ("merges", merge_vocab)]
 
 
-# the library's flags for one of _rank_vocabs: a rank file's as harness.rank gives them
-# (ASMBPE_RENC_RANKS: pairs found from the substrings' ids), and once more with whole
-# chunks only, so that its misses take the pair table as a tokenizer.json's do
-_RENC_FLAGS = {"checkasm ranks by pairs": 1}
-
-
 def _renc_new(ctx: Ctx, v) -> int:
-    from ..rank import _flags
+    """The library's encoder of one of _rank_vocabs, with a rank file's flags as
+    harness.rank gives them (ASMBPE_RENC_RANKS: pairs from the substrings' ids), and for
+    "ranks by pairs" whole chunks only, so that its misses take the pair table as a
+    tokenizer.json's do."""
+    from ..rank import RENC_WHOLE, _flags
     from ..vocab import byte_ids, pair_table
+    flags = RENC_WHOLE if v.name == "checkasm ranks by pairs" else _flags(v)
     rows = np.ascontiguousarray(np.stack(pair_table(v), axis=1), dtype=np.uint32)
     ids = byte_ids(v)
     offsets = np.zeros(len(v.tokens) + 1, dtype=np.uint64)
@@ -765,7 +764,7 @@ def _renc_new(ctx: Ctx, v) -> int:
     return ctx.call("asmbpe_renc_new", ffi.from_buffer("uint32_t[]", rows), len(rows),
                     ffi.from_buffer("uint32_t[]", ids), ffi.from_buffer("uint8_t[]", blob),
                     ffi.from_buffer("uint64_t[]", offsets), len(v.tokens),
-                    _RENC_FLAGS.get(v.name, _flags(v)))
+                    flags)
 
 
 def _u32_out(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -939,9 +938,6 @@ def check_renc_encode_docs(ctx: Ctx) -> None:
         docs = [random_text(ctx.rng, ctx.rng.choice([0, 1, 5, 64, 300, 3000])) for _ in range(40)]
         docs += [texty(ctx.rng, 129), b"e" * 20_000]
         want = [rank_twin.encode(d, v) for d in docs]
-        flat = [i for w in want for i in w]
-        ends = np.cumsum([len(d) for d in docs]).astype(np.uint64)
-        starts = [0] + ends[:-1].tolist()
         for k, threads in enumerate((1, 2, 3, 8)):
             anchor = ("start", "end")[k % 2]
             ptr, _ = arena.place(b"".join(docs[::-1] if anchor == "start" else docs), anchor,
@@ -965,7 +961,6 @@ def check_renc_encode_docs(ctx: Ctx) -> None:
                 ctx.fail(f"asmbpe_renc_encode_docs: {case}: counts differ (or written outside)")
             elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + len(out):] != 0x99999999):
                 ctx.fail(f"asmbpe_renc_encode_docs: {case}: wrote outside out")
-        del starts, flat, ends
         ctx.call("asmbpe_renc_free", enc)
     arena.close()
 

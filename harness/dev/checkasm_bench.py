@@ -455,8 +455,9 @@ def _rank_tables(env: Env):
 
 def _renc_args(tables) -> list[int]:
     rows, ids, blob, offsets = tables
-    # flags: whole chunks and ranks (ASMBPE_RENC_WHOLE | ASMBPE_RENC_RANKS), as a rank file's
-    return [_ptr(rows), len(rows), _ptr(ids), _ptr(blob), _ptr(offsets), len(offsets) - 1, 3]
+    from ..rank import RENC_RANKS, RENC_WHOLE      # a rank file's flags
+    return [_ptr(rows), len(rows), _ptr(ids), _ptr(blob), _ptr(offsets), len(offsets) - 1,
+            RENC_WHOLE | RENC_RANKS]
 
 
 def _rank_encoder(env: Env):
