@@ -14,6 +14,13 @@ from .common import (CONTEXT, _SEPARATOR, _check_output, _check_threads, _fail,
                      _load_tokenizer, _pretokenizer_option)
 
 
+_BENCH_INPUT = click.option(
+    "--input", "input_path", default=None, metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="Benchmark on FILE instead of a shared corpus: any input `asmbpe train` reads "
+         "(Parquet, JSONL, plain text with --separator; .gz / .zst), --limit-mb of it.")
+
+
 @click.command(context_settings=CONTEXT)
 @click.option("--seed", type=int, default=None, help="Random seed (default: a new one, printed).")
 @click.option("--function", "pattern", default="*", show_default=True, metavar="GLOB",
@@ -72,18 +79,26 @@ def bench():
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 @_pretokenizer_option("The pre-tokenizer to time")
-def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer):
+@_BENCH_INPUT
+@_SEPARATOR
+def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer, input_path, separator):
     """Pre-tokenizer speed: asm vs the oracle regex vs the Python twin."""
     from ..dev.bench import bench_pretok, write_json
 
-    if not corpora_dir().is_dir():
-        raise InputError(f"corpora directory not found: {corpora_dir()} "
-                         "(put shared/ next to the repository or set ASMBPE_CORPORA)")
-    names = list(corpora) or available()
-    if not names:
-        raise InputError(f"no corpus (english|multilingual|code).parquet in {corpora_dir()}")
+    if input_path is not None and corpora:
+        raise InputError("give --corpus or --input, not both")
+    names = list(corpora)
+    if input_path is None:
+        if not corpora_dir().is_dir():
+            raise InputError(f"corpora directory not found: {corpora_dir()} "
+                             "(put shared/ next to the repository or set ASMBPE_CORPORA, "
+                             "or give --input FILE)")
+        names = names or available()
+        if not names:
+            raise InputError(f"no corpus (english|multilingual|code).parquet in {corpora_dir()}")
     rows = bench_pretok(names, limit_mb, twin_mb, runs=runs, out=click.echo,
-                        pretokenizer=pretokenizer)
+                        pretokenizer=pretokenizer, input_path=input_path,
+                        separator=separator)
     if json_path:
         write_json(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
@@ -108,7 +123,10 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer):
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 @_pretokenizer_option("The pre-tokenizer of every implementation (its pattern string for "
                       "the peers)")
-def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, pretokenizer):
+@_BENCH_INPUT
+@_SEPARATOR
+def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, pretokenizer,
+                input_path, separator):
     """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
     same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
     from ..dev.bench_train import IMPLS, bench_train, write_rows
@@ -117,7 +135,8 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
         threads = os.cpu_count() or 1
     rows = bench_train(corpus, limit_mb, vocab_size, runs, threads,
                        impls=list(impls) or list(IMPLS), out=click.echo,
-                       pretokenizer=pretokenizer)
+                       pretokenizer=pretokenizer, input_path=input_path,
+                       separator=separator)
     if json_path:
         write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")
@@ -153,8 +172,10 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
               show_default=True, help="With --cluster: input shards.")
 @_pretokenizer_option("The pre-tokenizer of the vocabulary trained here (not with "
                       "--tokenizer, which has its own)")
+@_BENCH_INPUT
+@_SEPARATOR
 def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
-                 vocab, json_path, cluster, n_shards, pretokenizer):
+                 vocab, json_path, cluster, n_shards, pretokenizer, input_path, separator):
     """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
     same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
     asmbpe's). With --cluster: the distributed path against one process."""
@@ -162,6 +183,8 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
 
     tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
     if cluster:
+        if input_path is not None:
+            raise InputError("--cluster benchmarks the shared corpora only (not --input)")
         import json
 
         from ..dev.bench_cluster import bench_cluster
@@ -174,7 +197,8 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
         return
     rows = bench_encode(corpus, limit_mb, vocab_size, runs, threads or os.cpu_count() or 1,
                         impls=list(impls) or list(IMPLS), tokenizer=tok, out=click.echo,
-                        pretokenizer=pretokenizer, vocab=vocab)
+                        pretokenizer=pretokenizer, vocab=vocab, input_path=input_path,
+                        separator=separator)
     if json_path:
         write_rows(rows, json_path)
         click.echo(f"wrote {len(rows)} rows to {json_path}")

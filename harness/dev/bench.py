@@ -43,7 +43,7 @@ OUT_CAP = 1 << 22           # chunk end offsets per asmbpe_split_offsets call (3
 ROW_KEYS = ("impl", "task", "pretokenizer", "corpus", "bytes", "threads", "median_s",
             "mb_per_s")
 
-__all__ = ["bench_pretok", "cpu_model", "write_json", "ROW_KEYS"]
+__all__ = ["bench_pretok", "bench_documents", "cpu_model", "write_json", "ROW_KEYS"]
 
 
 def cpu_model() -> str:
@@ -56,6 +56,32 @@ def cpu_model() -> str:
     except OSError:
         pass
     return "unknown CPU"
+
+
+def bench_documents(corpus: str, limit_mb: float, input_path=None,
+                    separator=None) -> tuple[list[bytes], str]:
+    """The documents a benchmark runs on and the name its rows give them: the user's
+    INPUT file (`--input`: any input `asmbpe train` reads, with `separator` for plain
+    text) or else the shared corpus `corpus`; about `limit_mb` MB of whole documents
+    (0 = all). InputError when the file or the corpus is missing or holds no text."""
+    limit = int(limit_mb * 1e6) if limit_mb else None
+    if input_path is not None:
+        from ..corpora import check_file
+
+        path = check_file(input_path)
+        label = path.name
+    else:
+        path = corpus_path("english" if corpus == WEB_ENGLISH else corpus)
+        label = corpus
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
+                             "the repository or set ASMBPE_CORPORA, or give --input FILE)")
+    docs = read_documents(path, limit, separator=separator)
+    if not any(docs):
+        raise InputError(f"{path}: no text to benchmark")
+    if input_path is None and corpus == WEB_ENGLISH:
+        docs = web_english(docs)
+    return docs, label
 
 
 def write_json(rows: list[dict], path) -> None:
@@ -158,10 +184,11 @@ def _public_runner(docs: list[bytes], name: str):
 
 
 def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int = 5,
-                 out=print, pretokenizer=DEFAULT) -> list[dict]:
-    """Time asm, oracle and twin of `pretokenizer` (a name or id) on each named corpus;
-    print a table per corpus and return the rows (impl, task, pretokenizer, corpus,
-    bytes, threads, median_s, mb_per_s)."""
+                 out=print, pretokenizer=DEFAULT, input_path=None,
+                 separator=None) -> list[dict]:
+    """Time asm, oracle and twin of `pretokenizer` (a name or id) on each named corpus
+    (or on the file `input_path` alone); print a table per corpus and return the rows
+    (impl, task, pretokenizer, corpus, bytes, threads, median_s, mb_per_s)."""
     pretok = resolve(pretokenizer)
     try:
         from .oracle import compiled, compiled_pattern
@@ -170,20 +197,16 @@ def bench_pretok(corpora: list[str], limit_mb: float, twin_mb: float, runs: int 
         raise InputError("asmbpe bench needs the `regex` module: pip install -e '.[bench]'") from None
     lib()                                          # a missing library fails before reading
 
-    if not corpora_dir().is_dir():
+    if input_path is None and not corpora_dir().is_dir():
         raise InputError(f"corpora directory not found: {corpora_dir()} "
-                         "(put shared/ next to the repository or set ASMBPE_CORPORA)")
+                         "(put shared/ next to the repository or set ASMBPE_CORPORA, or "
+                         "give --input FILE)")
 
     rows: list[dict] = []
     out(f"pre-tokenizer {pretok} speed, single thread, median of {runs} run(s); "
         f"CPU: {cpu_model()}")
-    for name in corpora:
-        path = corpus_path("english" if name == WEB_ENGLISH else name)
-        if not path.is_file():
-            raise InputError(f"{path}: no such file (corpus {name!r})")
-        docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
-        if name == WEB_ENGLISH:
-            docs = web_english(docs)
+    for corpus in ([None] if input_path is not None else corpora):
+        docs, name = bench_documents(corpus, limit_mb, input_path, separator)
         nbytes = sum(len(d) for d in docs)
 
         run_asm = _asm_runner(docs, pretok.id)

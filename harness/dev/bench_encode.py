@@ -314,13 +314,14 @@ def _vocab_file(vocab: str) -> tuple[str, bytes]:
 
 def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
                  impls=IMPLS, tokenizer=None, out=print, timeout: float | None = None,
-                 pretokenizer: str = "nanochat", vocab: str | None = None) -> list[dict]:
+                 pretokenizer: str = "nanochat", vocab: str | None = None,
+                 input_path=None, separator=None) -> list[dict]:
     """Time every installed implementation at 1 and `threads` threads on the same
     documents and vocabulary (trained here with `pretokenizer` unless `tokenizer` is
     given, or the published `vocab`); print a table and return the rows (ROW_KEYS, plus
     label / error details)."""
     from .bench import cpu_model
-    from ..corpora import InputError, corpus_path, read_documents
+    from ..corpora import InputError
     from ..tokenizer import MAX_VOCAB
     from ..train import MIN_VOCAB
 
@@ -332,14 +333,11 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
                          f"got {vocab_size}")
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
-    path = corpus_path(corpus)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
-                         "the repository or set ASMBPE_CORPORA)")
     from .._lib import lib
+    from .bench import bench_documents
 
     lib()                                           # a missing library fails first
-    docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+    docs, corpus = bench_documents(corpus, limit_mb, input_path, separator)
     nbytes = sum(len(d) for d in docs)
     impls = [i for i in (VOCAB_IMPLS if vocab else IMPLS) if i in impls]
     skipped = [i for i in impls if not installed(i)]

@@ -224,12 +224,13 @@ def _fmt_ratio(x: float | None) -> str:
 
 def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, threads: int,
                 impls=IMPLS, out=print, timeout: float | None = None,
-                pretokenizer: str = "nanochat") -> list[dict]:
+                pretokenizer: str = "nanochat", input_path=None,
+                separator=None) -> list[dict]:
     """Run every installed implementation `runs` times on the same documents, with the
     same pre-tokenizer; print a table and return the rows (ROW_KEYS, plus merges /
     error / label details)."""
     from .bench import cpu_model
-    from ..corpora import InputError, corpus_path, read_documents
+    from ..corpora import InputError
     from ..pretokenizers import resolve
     from ..train import MIN_VOCAB
     from ..tokenizer import MAX_VOCAB
@@ -240,14 +241,11 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
     pretok = resolve(pretokenizer)
-    path = corpus_path(corpus)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (corpus {corpus!r}; put shared/ next to "
-                         "the repository or set ASMBPE_CORPORA)")
     from .._lib import lib
+    from .bench import bench_documents
 
     lib()                                           # a missing library fails first
-    docs = read_documents(path, int(limit_mb * 1e6) if limit_mb else None)
+    docs, corpus = bench_documents(corpus, limit_mb, input_path, separator)
     nbytes = sum(len(d) for d in docs)
     impls = [i for i in IMPLS if i in impls]
     skipped = [i for i in impls if not installed(i)]
