@@ -27,7 +27,7 @@ import numpy as np
 from .tokenizer import MASKBIT, N_SPECIAL
 
 __all__ = ["COLORS", "token_text", "render_plain", "render_color", "summary", "TokenStats",
-           "format_stats"]
+           "stats_record", "format_stats"]
 
 # 256-colour backgrounds, light enough for black text, in the order they cycle
 COLORS = (153, 222, 151, 217, 183, 229)
@@ -183,3 +183,21 @@ def format_stats(stats: TokenStats, table: list[bytes], top: int = 20,
         yield f"  {'id':>6} {'count':>12} {'share':>7}  text"
         for i, c in rows:
             yield f"  {i:>6} {c:>12,} {100 * c / stats.tokens:>6.2f}%  {token_text(table, i)}"
+
+
+def stats_record(stats: TokenStats, table: list[bytes], top: int = 20,
+                 pretokenizer: str | None = None) -> dict:
+    """What `format_stats` prints, as one JSON-ready dict (`asmbpe stats --json`): the
+    counts, and per frequent token its id, count, share (of all tokens), `text` (its
+    bytes decoded as UTF-8, invalid bytes as U+FFFD) and `hex` (its bytes, exactly)."""
+    rec = dict(documents=stats.documents, source_bytes=stats.source_bytes,
+               tokens=stats.tokens, text_tokens=stats.text_tokens,
+               special_tokens=stats.special_tokens,
+               bytes_per_token=round(stats.bytes_per_token, 6),
+               distinct_tokens=int(np.count_nonzero(stats.counts)),
+               vocab_size=stats.vocab_size, pretokenizer=pretokenizer)
+    rec["top"] = [dict(id=i, count=c, share=round(c / stats.tokens, 6),
+                       text=table[i].decode("utf-8", "replace"), hex=table[i].hex())
+                  for i, c in stats.top(top)]
+    return rec
+

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+import harness
+
 from cli_util import invoke, one_line_error
 
 TEXT = ("The quick brown fox jumps over the lazy dog. " * 40 + "\n\n"
@@ -62,3 +64,83 @@ def test_bench_input_errors(tmp_path, text_file):
                    "no such file")
     one_line_error(invoke("bench", "pretok", "--input", text_file, "--corpus", "english"),
                    "not both")
+
+
+# --------------------------------------------------------------- stats, split output
+
+def _tokenizer(tmp_path, text_file):
+    tok = tmp_path / "tok.bin"
+    r = invoke("train", text_file, "-o", tok, "--vocab-size", 400, "-q")
+    assert r.exit_code == 0, r.output
+    return tok
+
+
+def test_stats_json(tmp_path, text_file):
+    tok = _tokenizer(tmp_path, text_file)
+    r = invoke("stats", "--json", "--top", 3, "-t", tok, text_file)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert rec["documents"] == 1 and rec["source_bytes"] == text_file.stat().st_size
+    assert rec["tokens"] == rec["text_tokens"] + rec["special_tokens"]
+    assert rec["special_tokens"] == 1                                   # <|bos|>
+    assert len(rec["top"]) == 3 and rec["top"][0]["count"] >= rec["top"][1]["count"]
+    t = harness.Tokenizer.load(tok)
+    assert rec["tokenizer"]["vocab_size"] == t.vocab_size == rec["vocab_size"]
+    assert rec["pretokenizer"].startswith("nanochat")
+    table = t.id_to_bytes()
+    assert all(bytes.fromhex(t["hex"]) == table[t["id"]] for t in rec["top"])
+
+
+def test_split_formats(tmp_path):
+    data = b"a|b c\xff\xfe  d\n"
+    f = tmp_path / "s.txt"
+    f.write_bytes(data)
+    bar = invoke("split", f)
+    assert bar.exit_code == 0 and bar.stdout_bytes == b"a||b| c|\xff\xfe| | d|\n\n"
+    lines = invoke("split", "--format", "jsonl", f).stdout.splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert recs[0] == {"start": 0, "end": 1, "text": "a"}
+    assert recs[1] == {"start": 1, "end": 3, "text": "|b"}                # | unambiguous
+    assert b"".join(bytes.fromhex(r["hex"]) if "hex" in r else r["text"].encode()
+                    for r in recs) == data
+    offs = [tuple(map(int, x.split("\t")))
+            for x in invoke("split", "--format", "offsets", f).stdout.splitlines()]
+    assert offs[0] == (0, 1) and offs[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in zip(offs, offs[1:]))
+    assert [data[s:e] for s, e in offs] == [bytes.fromhex(r["hex"]) if "hex" in r
+                                            else r["text"].encode() for r in recs]
+
+
+def test_quiet_on_every_command():
+    """Every command that prints more than its result takes -q."""
+    from harness.cli import asmbpe
+
+    def commands(group, prefix=()):
+        for name, cmd in group.commands.items():
+            if hasattr(cmd, "commands"):
+                yield from commands(cmd, prefix + (name,))
+            else:
+                yield prefix + (name,), cmd
+
+    exempt = {("check",), ("bench", "pretok"), ("bench", "train"), ("bench", "encode"),
+              ("profile", "train"), ("profile", "encode"), ("profile", "pretok")}
+    missing = [" ".join(path) for path, cmd in commands(asmbpe) if path not in exempt
+               and not any("-q" in p.opts for p in cmd.params)]
+    assert not missing, f"no -q: {missing}"
+
+
+def test_closed_stdout_ends_quietly(tmp_path, text_file):
+    """`asmbpe train|stats ... | head`: exit 0, no "Broken pipe" on stderr."""
+    import subprocess
+    import sys
+
+    tok = _tokenizer(tmp_path, text_file)
+    for args in (["stats", "-t", tok, text_file],
+                 ["train", text_file, "-o", tmp_path / "t2.bin", "--vocab-size", 300, "-q"],
+                 ["split", text_file]):
+        p = subprocess.Popen([sys.executable, "-m", "harness.cli", *map(str, args)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()                        # the reader is gone before anything is written
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 0, err
+        assert "Broken pipe" not in err and "Traceback" not in err, err

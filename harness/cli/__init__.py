@@ -39,7 +39,7 @@ import click  # noqa: E402
 from .._version import __version__  # noqa: E402
 from ..errors import AsmbpeError  # noqa: E402
 from . import data as _data, dev as _dev, encode as _encode, train as _train  # noqa: E402
-from .common import CONTEXT, _fail  # noqa: E402
+from .common import CONTEXT, _fail, _quiet_broken_pipe  # noqa: E402
 
 __all__ = ["asmbpe", "main"]
 
@@ -52,6 +52,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except AsmbpeError as e:
             _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        except BrokenPipeError:             # `asmbpe train ... | head -1`: end quietly
+            _quiet_broken_pipe()
         except OSError as e:
             name = f"{e.filename}: " if getattr(e, "filename", None) else ""
             _fail(f"{name}{e.strerror or e}")

@@ -174,6 +174,17 @@ _SEPARATOR = click.option(
          "line); default: one document per file.")
 
 
+def _write_stdout_bytes(pieces) -> None:
+    """Write bytes pieces to stdout; a closed pipe (`| head`) ends quietly."""
+    stdout = sys.stdout.buffer
+    try:
+        for piece in pieces:
+            stdout.write(piece)
+        stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
 def _write_stdout(pieces) -> None:
     """Write str pieces to stdout as UTF-8; a closed pipe (`| head`) ends quietly."""
     stdout = sys.stdout.buffer

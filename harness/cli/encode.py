@@ -13,16 +13,27 @@ import click
 from ..corpora import InputError, check_file
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _check_threads,
                      _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
-                     _quiet_broken_pipe, _readers, _tokenizer_options, _write_stdout)
+                     _quiet_broken_pipe, _readers, _tokenizer_options, _write_stdout,
+                     _write_stdout_bytes)
 from .progress import BytesProgress
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=True, path_type=str))
 @_pretokenizer_option("How to cut the text")
-def split(file, pretokenizer):
-    """Print the pre-tokenizer chunks of FILE (raw bytes) joined by |."""
+@click.option("--format", "fmt", type=click.Choice(["bar", "jsonl", "offsets"]),
+              default="bar", show_default=True,
+              help="bar: the chunks' raw bytes joined by | (a | in the text is ambiguous); "
+                   "jsonl: one JSON object per chunk, {\"start\", \"end\", \"text\"} "
+                   "(byte offsets, end exclusive; \"hex\" too when the chunk is not "
+                   "valid UTF-8 on its own); offsets: `START<TAB>END` per chunk.")
+@click.option("-q", "--quiet", is_flag=True, help="Accepted for symmetry: split prints its "
+              "result only.")
+def split(file, pretokenizer, fmt, quiet):
+    """Print the pre-tokenizer chunks of FILE (raw bytes) joined by | (or, with
+    --format, as JSON lines or byte offsets)."""
     from ..pretok import split as asm_split
+    from ..pretok import split_offsets
 
     path = check_file(file)
     try:
@@ -31,13 +42,30 @@ def split(file, pretokenizer):
         raise InputError(f"{file}: cannot read: {e.strerror or e}") from None
     if not data:
         raise InputError(f"{file}: is empty")
-    chunks = asm_split(data, pretokenizer)
-    stdout = sys.stdout.buffer
-    try:
-        stdout.write(b"|".join(chunks) + b"\n")
-        stdout.flush()
-    except BrokenPipeError:                 # `asmbpe split FILE | head`
-        _quiet_broken_pipe()
+    if fmt == "bar":
+        _write_stdout_bytes([b"|".join(asm_split(data, pretokenizer)) + b"\n"])
+    else:
+        ends = split_offsets(data, pretokenizer).tolist()
+        _write_stdout(_split_lines(data, ends, fmt))
+
+
+def _split_lines(data: bytes, ends: list[int], fmt: str):
+    """`asmbpe split --format jsonl|offsets`: one line per chunk."""
+    import json
+
+    start = 0
+    for end in ends:
+        if fmt == "offsets":
+            yield f"{start}\t{end}\n"
+        else:
+            raw = data[start:end]
+            rec = {"start": start, "end": end, "text": raw.decode("utf-8", "replace")}
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                rec["hex"] = raw.hex()
+            yield json.dumps(rec, ensure_ascii=False) + "\n"
+        start = end
 
 
 @click.command(context_settings=CONTEXT)
@@ -208,7 +236,9 @@ def decode(file, tokenizer_path, vocab_pretokenizer, quiet):
               help="Colours on or off (default: on when stdout is a terminal).")
 @click.option("--limit", type=click.IntRange(min=0), default=0, show_default=True,
               help="Show at most this many tokens (0 = all).")
-def show(text_or_file, tokenizer_path, vocab_pretokenizer, color, limit):
+@click.option("-q", "--quiet", is_flag=True,
+              help="No summary and no tokenizer description on stderr.")
+def show(text_or_file, tokenizer_path, vocab_pretokenizer, color, limit, quiet):
     """Show how TEXT_OR_FILE splits into tokens. An existing file is shown whole: a
     .tok file as its tokens (MASKBIT tokens of chat files bold and underlined), any
     other file as its raw bytes encoded; anything else is taken as the text itself.
@@ -242,11 +272,14 @@ def show(text_or_file, tokenizer_path, vocab_pretokenizer, color, limit):
     try:
         if color:
             _write_stdout([render_color(ids, table, chat, specials), "\n"])
-            click.echo(summary(ids, table, chat, specials), err=True)
+            if not quiet:
+                click.echo(summary(ids, table, chat, specials), err=True)
         else:
             _write_stdout([line + "\n" for line in render_plain(ids, table, chat)])
     except ValueError as e:                     # an id that is not a token (a bad .tok)
         _fail(f"{text_or_file}: {e}")
+    if quiet:
+        return
     if tok.is_loaded:
         for line in tok.describe():
             click.echo(line, err=True)
@@ -270,7 +303,13 @@ def _pretokenizer_of(tok) -> str:
 @click.option("--chat", is_flag=True, help="INPUT files hold conversations (as encode --chat).")
 @click.option("--threads", type=int, default=None, help="Encoding threads for INPUT files.")
 @_SEPARATOR
-def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator):
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the figures as one JSON object (the top tokens with their bytes "
+                   "in hex) instead of the table.")
+@click.option("-q", "--quiet", is_flag=True, help="Accepted for symmetry: stats prints its "
+              "result only.")
+def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator, as_json,
+          quiet):
     """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
     would), and the tokenizer's pre-tokenizer. Bytes per token counts text tokens only
@@ -298,12 +337,23 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
                 st.add(tokens, docs, nbytes, chat=chat)
     except ValueError as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
-    for line in format_stats(st, tok.id_to_bytes(), top,
-                             None if tok.is_loaded else _pretokenizer_of(tok)):
-        click.echo(line)
+    pretok = None if tok.is_loaded else _pretokenizer_of(tok)
+    if as_json:
+        import json
+
+        from ..show import stats_record
+
+        rec = stats_record(st, tok.id_to_bytes(), top, pretok)
+        rec["pretokenizer"] = _pretokenizer_of(tok)
+        rec["tokenizer"] = dict(name=tok.name, vocab_size=tok.vocab_size,
+                                n_merges=tok.n_merges, loaded=tok.is_loaded,
+                                specials=tok.specials, dtype=tok.dtype.name)
+        _write_stdout([json.dumps(rec, ensure_ascii=False, indent=2), "\n"])
+        return
+    lines = list(format_stats(st, tok.id_to_bytes(), top, pretok))
     if tok.is_loaded:
-        for line in tok.describe():
-            click.echo(line)
+        lines += tok.describe()
+    _write_stdout([line + "\n" for line in lines])    # `| head` ends quietly
 
 
 @click.command(context_settings=CONTEXT)
@@ -312,7 +362,8 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
               help="tiktoken: a ranks file for tiktoken (harness.export.load_tiktoken adds "
                    "the pattern and specials); hf: a Hugging Face tokenizer.json.")
 @click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
-def export(tokenizer_path, vocab_pretokenizer, fmt, output):
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+def export(tokenizer_path, vocab_pretokenizer, fmt, output, quiet):
     """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe).
     A loaded vocabulary is written with its own tokens (ranks) and specials."""
     from .. import export as exp
@@ -323,4 +374,5 @@ def export(tokenizer_path, vocab_pretokenizer, fmt, output):
         exp.export_tiktoken(tok, out)
     else:
         exp.export_hf(tok, out)
-    click.echo(f"wrote {fmt} export of {tok!r} to {out}")
+    if not quiet:
+        click.echo(f"wrote {fmt} export of {tok!r} to {out}")
