@@ -104,7 +104,28 @@ class TrainResult:
 
     @property
     def n_merges(self) -> int:
+        """The number of merges learned."""
         return len(self.counts)
+
+    @property
+    def merges_asked(self) -> int:
+        """The number of merges `vocab_size` asked for (vocab_size - 256 - 16)."""
+        return int(self.stats.get("merges_asked", self.n_merges))
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when training learned fewer merges than asked: no pair was left with
+        the count `min_count` asks for (a small corpus). The vocabulary is then smaller
+        than asked, `tokenizer.vocab_size` = 256 + n_merges + 16, and the 16 specials
+        are its top 16 ids, right after the last merge (`<|bos|>` is
+        tokenizer.vocab_size - 16), not where the asked vocab_size would put them."""
+        return self.n_merges < self.merges_asked
+
+    def __repr__(self) -> str:
+        early = (f", stopped early: {self.n_merges} of {self.merges_asked} merges"
+                 if self.stopped_early else "")
+        return (f"TrainResult(n_merges={self.n_merges}, "
+                f"vocab_size={self.tokenizer.vocab_size}{early})")
 
 
 # ------------------------------------------------------------------------- arguments

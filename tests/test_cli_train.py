@@ -105,6 +105,14 @@ def test_train_stops_early_says_so(tmp_path):
     assert 0 < tok.n_merges < 100
     assert f"stopped early after {tok.n_merges} of 32496 merges" in r.stderr
     assert f"vocab_size is {tok.vocab_size}" in r.stderr
+    v = tok.vocab_size
+    assert f"the specials are ids {v - 16}..{v - 1} (<|bos|> {v - 16})" in r.stderr
+    assert tok.special_id("<|bos|>") == v - 16
+    import harness
+    result = harness.train([b"hello world, hello there"], vocab_size=32768)
+    assert result.stopped_early and result.merges_asked == 32496
+    assert result.n_merges == tok.n_merges and "stopped early" in repr(result)
+    assert not harness.train([b"ab"], vocab_size=257 + 16).stopped_early
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -99,10 +99,12 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
         click.echo(f"asmbpe: warning: no pair to merge (every chunk is a single byte, or "
                    f"longer than --max-word-bytes): wrote a tokenizer with 0 merges "
                    f"(vocab_size 272) to {out}", err=True)
-    elif m < s["merges_asked"]:
-        click.echo(f"asmbpe: note: stopped early after {m} of {s['merges_asked']} merges "
+    elif result.stopped_early:
+        v = result.tokenizer.vocab_size
+        click.echo(f"asmbpe: note: stopped early after {m} of {result.merges_asked} merges "
                    f"(no pair left with count >= {max(min_count, 1)}); vocab_size is "
-                   f"{result.tokenizer.vocab_size}, not {vocab_size}", err=True)
+                   f"{v}, not {vocab_size}: the specials are ids {v - 16}..{v - 1} "
+                   f"(<|bos|> {v - 16})", err=True)
     total = sec["total"]
     click.echo(f"trained {_mb(s['bytes_in'])}, {s['documents']} docs, "
                f"{s['unique_words']} unique words, {m} merges learned, {total:.2f} s, "
