@@ -179,23 +179,26 @@ def test_bench_train_smoke(tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
     impls = [row["impl"] for row in rows]
-    expect = ["asmbpe"] + [label for name, label in (
+    expect = ["asmbpe", "asmbpe (command)"] + [label for name, label in (
         ("rustbpe", "rustbpe"), ("tokenizers", "tokenizers"),
-        ("gigatoken", "gigatoken (own pattern)")) if installed(name)]
+        ("gigatoken", "gigatoken (own pattern)"), ("gigabpe", "gigabpe (GPT-2 pattern)"))
+        if installed(name)]
     assert impls == expect
     from harness.dev.bench_train import LABELS
-    for name in ("rustbpe", "tokenizers", "gigatoken"):
+    for name in ("rustbpe", "tokenizers", "gigatoken", "gigabpe"):
         if not installed(name):
             assert f"{LABELS.get(name, name)}: not installed" in r.output
     for row in rows:
         assert list(row) == list(ROW_KEYS)
         assert row["task"] == "train" and row["corpus"] == "english"
         assert row["threads"] == 2 and row["bytes"] >= 1_000_000
-        assert row["median_s"] > 0 and row["cpu_s"] >= 0 and row["peak_rss_mb"] > 1
-    assert rows[0]["merges_equal"] is True
+        assert row["median_s"] > 0 and row["peak_rss_mb"] > 1
+        assert row["cpu_s"] is None if row["impl"] == "asmbpe (command)" else row["cpu_s"] >= 0
+        assert row["process_s"] > row["median_s"] * 0.5 and row["process_rss_mb"] > 1
+    assert rows[0]["merges_equal"] is True and rows[1]["merges_equal"] is True
     if "rustbpe" in impls:
         assert rows[impls.index("rustbpe")]["merges_equal"] is True
-    assert "time/asm" in r.output and "wrote" in r.output
+    assert "call/asm" in r.output and "proc/asm" in r.output and "wrote" in r.output
     assert "pre-tokenizer seed (id 1)" in r.output
 
 

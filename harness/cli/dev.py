@@ -117,8 +117,11 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer, input_path
 @click.option("--threads", type=int, default=None,
               help="Threads for every implementation (default: all cores).")
 @click.option("--impl", "impls", multiple=True, metavar="NAME",
-              type=click.Choice(["asmbpe", "rustbpe", "tokenizers", "gigatoken"]),
-              help="Run only these (repeatable; default: every one installed).")
+              type=click.Choice(["asmbpe", "asmbpe-command", "rustbpe", "tokenizers",
+                                 "gigatoken", "gigabpe"]),
+              help="Run only these (repeatable; default: every one installed). "
+                   "asmbpe-command: the whole `asmbpe train` command on the documents "
+                   "written as a Parquet file.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 @_pretokenizer_option("The pre-tokenizer of every implementation (its pattern string for "
@@ -127,8 +130,10 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer, input_path
 @_SEPARATOR
 def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, pretokenizer,
                 input_path, separator):
-    """Training speed: asmbpe vs rustbpe, Hugging Face tokenizers and gigatoken on the
-    same documents (wall median, CPU, peak RSS, merges equal to asmbpe's)."""
+    """Training speed: asmbpe (the call and the whole command) vs rustbpe, Hugging Face
+    tokenizers, gigatoken and gigabpe on the same documents: the train call's wall
+    median, CPU and peak RSS, the whole process's wall and peak RSS, merges equal to
+    asmbpe's."""
     from ..dev.bench_train import IMPLS, bench_train, write_rows
 
     if threads is None:

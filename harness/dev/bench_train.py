@@ -15,6 +15,15 @@ harness.pretokenizers; seed's is ORACLE_PATTERN_LITERAL):
              separator=b"\\xff") — with ITS OWN pre-tokenizer pattern, so its merges
              are not expected to equal asmbpe's (row "gigatoken (own pattern)").
              0xFF never occurs in UTF-8, so the separator cannot split a document.
+- gigabpe:   gigabpe.train_bpe([docs.txt], vocab_size - 16, pretokenizer="bytelevel",
+             threads=N): it reads text files line by line, so the documents are written
+             one after another, newline-separated, to docs.txt before the clock starts
+             (its train call includes reading that file); GPT-2's pattern, so its merges
+             are not expected to equal asmbpe's either (row "gigabpe (GPT-2 pattern)").
+- asmbpe (command): the whole `asmbpe train docs.parquet -o ... --vocab-size V
+             --threads N -q` as a user runs it, on the documents written as one Parquet
+             file (a `text` column) before the clock starts; its "train call" is the
+             command's own total (reading included).
 
 Every run of every implementation is a fresh subprocess (`python -m harness.dev.bench_train
 --worker ...`), so memory peaks do not mix. The worker imports the implementation (and
@@ -28,7 +37,10 @@ measures around the training call only:
   training, with the loaded documents resident (as a trainer needs them); where
   clear_refs is unavailable, ru_maxrss (which then includes loading);
 - the merges, as the ordered list of the byte strings they make, compared with
-  asmbpe's (merges_equal).
+  asmbpe's (merges_equal);
+- and around the whole process, from the parent: its wall seconds from spawn to exit
+  (interpreter start, imports, loading the documents, training, writing) and its peak
+  RSS (wait4's ru_maxrss of that child): "process s" and "process MB".
 
 Rayon-based peers get the thread count through RAYON_NUM_THREADS and
 RAYON_RS_NUM_CPUS. MB = 1e6 bytes.
@@ -50,13 +62,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SEP = b"\xff"                               # never in UTF-8 text
+TEXT_NAME = "docs.txt"                      # gigabpe's input: one document per line
+PARQUET_NAME = "docs.parquet"               # the asmbpe command's input
 
-IMPLS = ("asmbpe", "rustbpe", "tokenizers", "gigatoken")
-LABELS = {"gigatoken": "gigatoken (own pattern)"}
-MODULES = {"asmbpe": None, "rustbpe": "rustbpe", "tokenizers": "tokenizers",
-           "gigatoken": "gigatoken"}
+IMPLS = ("asmbpe", "asmbpe-command", "rustbpe", "tokenizers", "gigatoken", "gigabpe")
+LABELS = {"gigatoken": "gigatoken (own pattern)", "gigabpe": "gigabpe (GPT-2 pattern)",
+          "asmbpe-command": "asmbpe (command)"}
+MODULES = {"asmbpe": None, "asmbpe-command": None, "rustbpe": "rustbpe",
+           "tokenizers": "tokenizers", "gigatoken": "gigatoken", "gigabpe": "gigabpe"}
 ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "median_s", "cpu_s",
-            "peak_rss_mb", "merges_equal")
+            "peak_rss_mb", "process_s", "process_rss_mb", "merges_equal")
 
 __all__ = ["bench_train", "IMPLS", "ROW_KEYS", "installed"]
 
@@ -91,16 +106,31 @@ def _reset_peak() -> bool:
         return False
 
 
+def _vm_hwm() -> int | None:
+    """This process's peak RSS so far (VmHWM, bytes), None where /proc has no status."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _peak_rss(reset_ok: bool) -> int:
-    if reset_ok:
-        try:
-            with open("/proc/self/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    hwm = _vm_hwm() if reset_ok else None
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _process_peak(before_reset: int | None = None) -> int:
+    """The whole process's peak RSS in bytes: VmHWM (new at exec, so it is this
+    process's own, unlike wait4's ru_maxrss, which starts from the forking parent's
+    peak), with the peak before a reset of it; ru_maxrss where /proc is missing."""
+    now = _vm_hwm()
+    if now is None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return max(now, before_reset or 0)
 
 
 def _cpu() -> float:
@@ -109,6 +139,8 @@ def _cpu() -> float:
 
 
 def _load(impl: str, blob_path: str):
+    if impl == "gigabpe":                           # it reads its text file itself
+        return str(Path(blob_path).with_name(TEXT_NAME))
     blob = Path(blob_path).read_bytes()
     if impl == "gigatoken":
         return blob
@@ -151,19 +183,30 @@ def _train(impl: str, data, vocab_size: int, threads: int, pretokenizer: str) ->
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       special_tokens=[])
         tok.train_from_iterator(data, trainer=trainer)
-        merges = json.loads(tok.to_str())["model"]["merges"]
-        back = {c: b for b, c in _bytes_to_unicode().items()}
-        out = []
-        for m in merges:
-            a, b = m.split(" ", 1) if isinstance(m, str) else m
-            out.append(bytes(back[c] for c in a) + bytes(back[c] for c in b))
-        return out
+        return _from_byte_level(json.loads(tok.to_str())["model"]["merges"])
     if impl == "gigatoken":
         import gigatoken
 
         _, merges = gigatoken.train_bpe(data, n_plain, [], separator=SEP)
         return [bytes(a) + bytes(b) for a, b in merges]
+    if impl == "gigabpe":
+        import gigabpe
+
+        _, merges = gigabpe.train_bpe([data], n_plain, special_tokens=[],
+                                      pretokenizer="bytelevel", threads=threads)
+        return _from_byte_level(merges)
     raise ValueError(f"unknown implementation {impl!r}")
+
+
+def _from_byte_level(merges) -> list[bytes]:
+    """Hugging Face merges ("a b" strings or (a, b) pairs of ByteLevel characters) as
+    the byte strings they make."""
+    back = {c: b for b, c in _bytes_to_unicode().items()}
+    out = []
+    for m in merges:
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        out.append(bytes(back[c] for c in a) + bytes(back[c] for c in b))
+    return out
 
 
 def _import(impl: str) -> None:
@@ -184,6 +227,7 @@ def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: s
     _import(impl)
     data = _load(impl, blob_path)
     gc.collect()
+    loaded_peak = _vm_hwm()
     reset_ok = _reset_peak()
     cpu0, t0 = _cpu(), time.perf_counter()
     merged = _train(impl, data, vocab_size, threads, pretokenizer)
@@ -191,31 +235,98 @@ def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: s
     peak = _peak_rss(reset_ok)
     Path(out_path).write_text(json.dumps(dict(
         wall_s=wall, cpu_s=cpu, peak_rss_bytes=peak, peak_from_reset=reset_ok,
+        process_rss_bytes=_process_peak(loaded_peak),
         merges=[m.hex() for m in merged])))
 
 
 # ----------------------------------------------------------------------------- parent
 
-def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
-                timeout: float | None, pretokenizer: str) -> dict:
-    out = tmp / f"{impl}.json"
-    out.unlink(missing_ok=True)
+def _spawn(cmd: list[str], env: dict, timeout: float | None) -> tuple[int, str, float]:
+    """Run cmd to its end: (exit status, its stderr + stdout, wall seconds from spawn to
+    exit)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    return p.returncode, (p.stderr + p.stdout).decode("utf-8", "replace"), wall
+
+
+def _env(threads: int) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + (
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_CPUS"] = str(threads)
     env["TOKENIZERS_PARALLELISM"] = "true"
+    return env
+
+
+def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
+                timeout: float | None, pretokenizer: str) -> dict:
+    if impl == "asmbpe-command":
+        return _run_command(blob, vocab_size, threads, tmp, timeout, pretokenizer)
+    out = tmp / f"{impl}.json"
+    out.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "harness.dev.bench_train", "--worker", impl,
            "--blob", str(blob), "--vocab-size", str(vocab_size), "--threads", str(threads),
            "--out", str(out), "--pretokenizer", pretokenizer]
     try:
-        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+        rc, log, wall = _spawn(cmd, _env(threads), timeout)
     except subprocess.TimeoutExpired:
         return dict(error=f"timed out after {timeout:.0f} s")
-    if p.returncode != 0 or not out.is_file():
-        tail = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
-        return dict(error=f"exit status {p.returncode}: {tail[-1] if tail else 'no output'}")
-    return json.loads(out.read_text())
+    if rc != 0 or not out.is_file():
+        tail = log.strip().splitlines()
+        return dict(error=f"exit status {rc}: {tail[-1] if tail else 'no output'}")
+    res = json.loads(out.read_text())
+    res.update(process_s=wall)
+    return res
+
+
+def _run_command(blob: Path, vocab_size: int, threads: int, tmp: Path,
+                 timeout: float | None, pretokenizer: str) -> dict:
+    """`asmbpe train docs.parquet -o OUT ...`, the whole command; its merges from OUT."""
+    out, peak = tmp / "command.bin", tmp / "command.json"
+    out.unlink(missing_ok=True)
+    peak.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "harness.dev.bench_train", "--command", str(peak), "--",
+           "train", str(blob.with_name(PARQUET_NAME)), "-o", str(out), "--vocab-size",
+           str(vocab_size), "--threads", str(threads), "--pretokenizer", pretokenizer, "-q"]
+    try:
+        rc, text, wall = _spawn(cmd, _env(threads), timeout)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {timeout:.0f} s")
+    if rc != 0 or not out.is_file() or not peak.is_file():
+        tail = text.strip().splitlines()
+        return dict(error=f"exit status {rc}: {tail[-1] if tail else 'no output'}")
+    import re
+
+    from ..tokenizer import Tokenizer
+
+    m = re.search(r"merges learned, ([0-9.]+) s,", text)
+    tok = Tokenizer.load(out)
+    table = tok.id_to_bytes()
+    rss = json.loads(peak.read_text())["process_rss_bytes"]
+    return dict(wall_s=float(m.group(1)) if m else wall, cpu_s=None, peak_rss_bytes=rss,
+                process_s=wall, process_rss_bytes=rss,
+                merges=[table[256 + i].hex() for i in range(tok.n_merges)])
+
+
+def _write_inputs(tmp: Path, docs: list[bytes], impls) -> Path:
+    """The documents as each implementation reads them, written before any clock:
+    docs.bin (joined by SEP, for the workers), docs.txt (newline-separated, gigabpe)
+    and docs.parquet (a `text` column, the asmbpe command)."""
+    blob = tmp / "docs.bin"
+    blob.write_bytes(SEP.join(docs))
+    if "gigabpe" in impls:
+        with open(tmp / TEXT_NAME, "wb") as f:
+            for d in docs:
+                f.write(d)
+                f.write(b"\n")
+    if "asmbpe-command" in impls:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        texts = pa.array([d.decode("utf-8", "replace") for d in docs], type=pa.large_string())
+        pq.write_table(pa.table({"text": texts}), tmp / PARQUET_NAME, row_group_size=8192)
+    return blob
 
 
 def _fmt_ratio(x: float | None) -> str:
@@ -260,8 +371,7 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="asmbpe-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        blob = tmp / "docs.bin"
-        blob.write_bytes(SEP.join(docs))
+        blob = _write_inputs(tmp, docs, impls)
         del docs
         reference = None
         for impl in impls:
@@ -274,15 +384,18 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
                 results.append(res)
             row = dict(impl=LABELS.get(impl, impl), task="train", corpus=corpus, bytes=nbytes,
                        threads=threads, median_s=None, cpu_s=None, peak_rss_mb=None,
-                       merges_equal=None)
+                       process_s=None, process_rss_mb=None, merges_equal=None)
             if results:
                 merges = results[-1]["merges"]
                 if impl == "asmbpe":
                     reference = merges
                 row.update(
                     median_s=statistics.median(r["wall_s"] for r in results),
-                    cpu_s=statistics.median(r["cpu_s"] for r in results),
+                    cpu_s=(statistics.median(r["cpu_s"] for r in results)
+                           if results[0]["cpu_s"] is not None else None),
                     peak_rss_mb=max(r["peak_rss_bytes"] for r in results) / 1e6,
+                    process_s=statistics.median(r["process_s"] for r in results),
+                    process_rss_mb=max(r["process_rss_bytes"] for r in results) / 1e6,
                     merges_equal=(merges == reference) if reference is not None else None,
                     merges=len(merges),
                     first_difference=_first_difference(reference, merges),
@@ -302,23 +415,32 @@ def _first_difference(ref, merges):
 
 
 def _table(rows: list[dict], out) -> None:
+    """call s / cpu s / peak MB: around the training call (the command: its own total and
+    its whole peak); process s / process MB: the whole process; the ratios are to the
+    asmbpe row's (time: call and process; memory: process peak)."""
     base = next((r for r in rows if r["impl"] == "asmbpe" and r["median_s"]), None)
-    head = (f"  {'impl':<24} {'wall s':>8} {'cpu s':>8} {'peak MB':>8} {'merges':>7} "
-            f"{'= asmbpe':>9} {'time/asm':>9} {'mem/asm':>8}")
+    head = (f"  {'impl':<24} {'call s':>8} {'cpu s':>8} {'peak MB':>8} {'process s':>10} "
+            f"{'process MB':>10} {'merges':>7} {'= asmbpe':>9} {'call/asm':>9} "
+            f"{'proc/asm':>9} {'mem/asm':>8}")
     out(head)
     out("  " + "-" * (len(head) - 2))
+
+    def ratio(r, key):
+        return r[key] / base[key] if base and base[key] else None
+
     for r in rows:
         if r["median_s"] is None:
             out(f"  {r['impl']:<24} {'failed':>8}")
             continue
-        t_ratio = r["median_s"] / base["median_s"] if base else None
-        m_ratio = r["peak_rss_mb"] / base["peak_rss_mb"] if base else None
         eq = {True: "yes", False: "no", None: "-"}[r["merges_equal"]]
         if r["merges_equal"] is False and r.get("first_difference") is not None:
             eq = f"no@{r['first_difference']}"
-        out(f"  {r['impl']:<24} {r['median_s']:>8.2f} {r['cpu_s']:>8.2f} "
-            f"{r['peak_rss_mb']:>8.0f} {r['merges']:>7} {eq:>9} {_fmt_ratio(t_ratio):>9} "
-            f"{_fmt_ratio(m_ratio):>8}")
+        cpu = "-" if r["cpu_s"] is None else f"{r['cpu_s']:.2f}"
+        out(f"  {r['impl']:<24} {r['median_s']:>8.2f} {cpu:>8} {r['peak_rss_mb']:>8.0f} "
+            f"{r['process_s']:>10.2f} {r['process_rss_mb']:>10.0f} {r['merges']:>7} "
+            f"{eq:>9} {_fmt_ratio(ratio(r, 'median_s')):>9} "
+            f"{_fmt_ratio(ratio(r, 'process_s')):>9} "
+            f"{_fmt_ratio(ratio(r, 'process_rss_mb')):>8}")
 
 
 def write_rows(rows: list[dict], path) -> None:
@@ -328,7 +450,22 @@ def write_rows(rows: list[dict], path) -> None:
     write_json([{k: r[k] for k in ROW_KEYS} for r in rows], path)
 
 
+def command(peak_path: str, args: list[str]) -> None:
+    """Run `asmbpe ARGS` in this process and, as it exits, write its peak RSS (the
+    whole process's) to peak_path as JSON."""
+    import atexit
+
+    atexit.register(lambda: Path(peak_path).write_text(
+        json.dumps(dict(process_rss_bytes=_process_peak()))))
+    from ..cli import main
+
+    main(args)
+
+
 def _main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--command"]:               # --command PEAK.json -- ARGS...
+        return command(argv[1], argv[3:])
     ap = argparse.ArgumentParser(description="bench train worker (internal)")
     ap.add_argument("--worker", required=True, choices=IMPLS)
     ap.add_argument("--blob", required=True)
