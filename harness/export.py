@@ -6,6 +6,8 @@ r"""Exports of a tokenizer for the ecosystem (SPEC §7): tiktoken and Hugging Fa
     load_hf(path)                      -> tokenizers.Tokenizer, specials as plain text
     first_difference(tokenizer, docs, library="hf")  -> first document index where the
                                        exported tokenizer encodes differently, or None
+    export_vocab(tokenizer, path, counts=None)  path: the vocabulary dump (a TSV to read)
+    read_vocab(path)                   -> its rows, the token bytes parsed back
 
 Every file is written to a temporary name in its directory and renamed over `path`
 when complete, so `path` is its old content or the whole new file, never a part.
@@ -86,6 +88,17 @@ are exported with their own tokens and specials:
   the only spelling Oniguruma reads that way (it takes x{1,3}+ as (?:x{1,3})+). Such a
   file is not loaded back by `-t` (harness.vocab knows the patterns by their exact
   spelling and refuses cl100k's there).
+
+The vocabulary dump (`export_vocab`, `asmbpe export --format vocab`; docs/FORMATS.md)
+is for people, not for loading back: a header line, then one TSV line per id that is a
+token or a special, `id token left right count kind`. token is the token's bytes as
+`token_repr` writes them (quoted, escapes for what is not printable UTF-8;
+`parse_token_repr` reads them back); left and right the two ids it was merged from
+(asmbpe's merges; a tokenizer.json's first merge that makes it; for a tiktoken ranks
+file the split `rank_merges` gives), empty for single bytes, specials and tokens no
+merge makes; count the winning pair count of the merge when the caller has it
+(`TrainResult.counts`: tokenizer.bin does not store counts, so the command leaves it
+empty); kind one of VOCAB_KINDS.
 """
 from __future__ import annotations
 
@@ -94,6 +107,7 @@ import functools
 import json
 import os
 import tempfile
+from typing import NamedTuple
 
 from .errors import AsmbpeError
 from .files import write_atomic
@@ -103,7 +117,8 @@ from .tokenizer import N_SPECIAL, SPECIALS, Tokenizer
 __all__ = ["DuplicateTokenError", "ExportError", "rank_merges", "hf_json_loaded",
            "bytes_to_unicode", "duplicate_tokens", "pattern_of",
            "export_tiktoken", "load_tiktoken", "export_hf", "load_hf", "first_difference",
-           "SIDECAR_SUFFIX"]
+           "SIDECAR_SUFFIX", "token_repr", "parse_token_repr", "vocab_rows", "VocabRow",
+           "export_vocab", "read_vocab", "VOCAB_HEADER", "VOCAB_KINDS"]
 
 SIDECAR_SUFFIX = ".json"          # export_tiktoken writes path + this beside the ranks
 SIDECAR_FORMAT = "asmbpe-tiktoken/1"
@@ -440,3 +455,151 @@ def first_difference(tokenizer: Tokenizer, docs, library: str = "hf",
             if a.tolist() != list(b):
                 return lo + k
     return None
+
+
+# ---------------------------------------------------------------------- vocabulary dump
+
+VOCAB_HEADER = "id\ttoken\tleft\tright\tcount\tkind"
+VOCAB_KINDS = ("byte", "merge", "token", "special")   # token: no merge makes it
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_UNESCAPES = {"\\": "\\", '"': '"', "t": "\t", "n": "\n", "r": "\r"}
+
+
+def token_repr(data: bytes) -> str:
+    """Bytes as the vocabulary dump shows them: in double quotes (so spaces show), the
+    UTF-8 text as it is, except `\\` `\\"` `\\t` `\\n` `\\r`, `\\xNN` for each byte
+    that is not part of valid UTF-8 (a partial character) and `\\uNNNN` /
+    `\\UNNNNNNNN` for each character that is not printable (str.isprintable: other
+    controls, U+0085, no-break and other spaces but U+0020, format characters).
+    parse_token_repr gives the bytes back."""
+    out = ['"']
+    for ch in bytes(data).decode("utf-8", "surrogateescape"):
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif "\udc80" <= ch <= "\udcff":             # a byte surrogateescape kept
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif not ch.isprintable():
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def parse_token_repr(text: str) -> bytes:
+    """The bytes of a `token_repr` string; ValueError for one it cannot have written."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        raise ValueError(f"not a quoted token: {text[:80]!r}")
+    out = bytearray()
+    body, k = text[1:-1], 0
+    while k < len(body):
+        ch = body[k]
+        if ch == '"':
+            raise ValueError(f"unescaped quote at {k + 1} in {text[:80]!r}")
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogatepass")
+            k += 1
+            continue
+        kind = body[k + 1:k + 2]
+        if kind in _UNESCAPES:
+            out += _UNESCAPES[kind].encode()
+            k += 2
+            continue
+        width = {"x": 2, "u": 4, "U": 8}.get(kind)
+        digits = body[k + 2:k + 2 + width] if width else ""
+        if not width or len(digits) != width or not all(
+                c in "0123456789abcdefABCDEF" for c in digits):
+            raise ValueError(f"bad escape at {k + 1} in {text[:80]!r}")
+        value = int(digits, 16)
+        out += bytes([value]) if kind == "x" else chr(value).encode("utf-8", "surrogatepass")
+        k += 2 + width
+    return bytes(out)
+
+
+class VocabRow(NamedTuple):
+    """One line of the vocabulary dump: left, right and count are None where empty."""
+
+    id: int
+    token: bytes
+    left: int | None
+    right: int | None
+    count: int | None
+    kind: str
+
+
+def _parts(tokenizer) -> dict[int, tuple[int, int]]:
+    """id -> (left, right) for every token a merge makes (module doc)."""
+    if not tokenizer.is_loaded:
+        return {256 + k: (a, b) for k, (a, b) in enumerate(tokenizer.merges.tolist())}
+    tokens = tokenizer.vocab.tokens
+    index = {t: i for i, t in enumerate(tokens)}
+    pairs = (tokenizer.merges.tolist() if tokenizer.merges is not None
+             else rank_merges(tokens)[0])
+    parts: dict[int, tuple[int, int]] = {}
+    for a, b in pairs:
+        parts.setdefault(index[tokens[a] + tokens[b]], (a, b))
+    return parts
+
+
+def vocab_rows(tokenizer: Tokenizer, counts=None) -> list[VocabRow]:
+    """The rows of the vocabulary dump, in id order: every id that is a token or a
+    special. counts: the winning count of each merge (`TrainResult.counts`, M values)
+    for asmbpe's own tokenizers; None leaves the column empty."""
+    if counts is not None:
+        if tokenizer.is_loaded:
+            raise ValueError("counts belong to asmbpe's own merges; a loaded vocabulary "
+                             "has none")
+        counts = [int(c) for c in counts]
+        if len(counts) != tokenizer.n_merges:
+            raise ValueError(f"{len(counts)} counts for {tokenizer.n_merges} merges")
+    special_at = {i: n for n, i in tokenizer.specials.items()}
+    parts = _parts(tokenizer)
+    rows = []
+    for i, data in enumerate(tokenizer.id_to_bytes()):
+        left = right = count = None
+        if i in special_at:
+            kind, data = "special", special_at[i].encode("utf-8")
+        elif not data:
+            continue                                  # a gap: no token has this id
+        elif i in parts:
+            kind, (left, right) = "merge", parts[i]
+            if counts is not None:
+                count = counts[i - 256]
+        else:
+            kind = "byte" if len(data) == 1 else "token"
+        rows.append(VocabRow(i, data, left, right, count, kind))
+    return rows
+
+
+def export_vocab(tokenizer: Tokenizer, path, counts=None) -> None:
+    """Write the vocabulary dump of `tokenizer` to path (module doc, docs/FORMATS.md);
+    counts as in `vocab_rows`."""
+    def cell(v):
+        return "" if v is None else str(v)
+
+    lines = [VOCAB_HEADER] + [
+        f"{r.id}\t{token_repr(r.token)}\t{cell(r.left)}\t{cell(r.right)}\t{cell(r.count)}"
+        f"\t{r.kind}" for r in vocab_rows(tokenizer, counts)]
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def read_vocab(path) -> list[VocabRow]:
+    """The rows of a vocabulary dump, token bytes parsed back; ValueError naming the
+    line of a bad one."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if not lines or lines[0] != VOCAB_HEADER:
+        raise ValueError(f"{os.fspath(path)}: not a vocabulary dump (the first line is "
+                         f"not {VOCAB_HEADER!r})")
+    rows = []
+    for lineno, line in enumerate(lines[1:], 2):
+        try:
+            i, token, left, right, count, kind = line.split("\t")
+            if kind not in VOCAB_KINDS:
+                raise ValueError(f"unknown kind {kind!r}")
+            rows.append(VocabRow(int(i), parse_token_repr(token),
+                                 *(int(v) if v else None for v in (left, right, count)),
+                                 kind))
+        except ValueError as e:
+            raise ValueError(f"{os.fspath(path)}:{lineno}: {e}") from None
+    return rows

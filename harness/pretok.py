@@ -186,7 +186,8 @@ def _bytes_data_offset() -> int | None:
 _BYTES_DATA = _bytes_data_offset()
 
 
-def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
+def split_offsets(data: bytes | bytearray | memoryview | str,
+                  pretokenizer: str | int = DEFAULT) -> np.ndarray:
     """Chunk end offsets (uint64) of `data` (bytes, bytearray, memoryview or str, as
     UTF-8 with lone surrogates passed through) under `pretokenizer` (a name or id of
     harness.pretokenizers); the last one is the length; empty for empty data.
@@ -231,7 +232,8 @@ def split_offsets(data, pretokenizer=DEFAULT) -> np.ndarray:
         view.release()
 
 
-def split(data, pretokenizer=DEFAULT) -> list[bytes]:
+def split(data: bytes | bytearray | memoryview | str,
+          pretokenizer: str | int = DEFAULT) -> list[bytes]:
     """The chunks of `data` under `pretokenizer`, as bytes; their concatenation is
     `data` (str as UTF-8, lone surrogates passed through)."""
     raw = _as_view(data).tobytes()

@@ -70,10 +70,11 @@ plain ValueError, no offsets).
 """
 from __future__ import annotations
 
+import operator
 import os
 import struct
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Union
 
 import numpy as np
 
@@ -82,11 +83,26 @@ from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import PRETOKENIZERS, resolve
 
 __all__ = [
+    "Document", "TokenIds", "PathArg", "AllowedSpecial", "PretokenizerArg",
     "MAGIC", "VERSION", "N_BYTES", "N_SPECIAL", "MAX_VOCAB", "HEADER_SIZE",
     "SPECIALS", "MASKBIT", "CHAT_ROLES", "fnv1a64", "TokenizerFileError", "Tokenizer",
     "VERSION_LOADED", "HEADER2_SIZE", "identity_hash", "v2_body", "v2_image", "parse_v2",
     "split_specials", "insert_per_document",
 ]
+
+# The types of the public API's arguments.
+Document = Union[str, bytes, bytearray, memoryview]
+"""A document: str (encoded as UTF-8, lone surrogates passed through) or bytes-like (any
+bytes, valid UTF-8 or not)."""
+TokenIds = Union[Sequence[int], np.ndarray]
+"""A sequence of ids: a list of ints or a 1-D integer numpy array."""
+PathArg = Union[str, "os.PathLike[str]"]
+"""A file's path: a str or a path-like object (pathlib.Path)."""
+AllowedSpecial = Union[str, Iterable[str]]
+"""The specials whose text becomes their id (tiktoken's `allowed_special`): "all", one
+name, or names; () (the default) for none."""
+PretokenizerArg = Union[str, int]
+"""A pre-tokenizer of harness.pretokenizers: its name ("nanochat", "cl100k", ...) or id."""
 
 MAGIC = b"ASMBPETK"
 VERSION = 1
@@ -130,7 +146,7 @@ class TokenizerFileError(AsmbpeError, ValueError):
     """A `tokenizer.bin` that cannot be used. The message names the file, the problem
     and the byte offset; `.path`, `.offset` and `.problem` hold them too."""
 
-    def __init__(self, path, offset: int, problem: str):
+    def __init__(self, path: PathArg, offset: int, problem: str) -> None:
         self.path = str(path)
         self.offset = offset
         self.problem = problem
@@ -211,8 +227,8 @@ class Tokenizer:
     `decode_bytes` / `decode` map ids back (specials to their names' text).
     """
 
-    def __init__(self, merges, vocab_size: int | None = None, *,
-                 pretokenizer=DEFAULT_PRETOKENIZER):
+    def __init__(self, merges: np.typing.ArrayLike, vocab_size: int | None = None, *,
+                 pretokenizer: PretokenizerArg = DEFAULT_PRETOKENIZER) -> None:
         self._pretok = resolve(pretokenizer)
         arr = _as_merges(merges)
         n = len(arr)
@@ -232,6 +248,21 @@ class Tokenizer:
         self._vocab_size = vocab_size
         self._hash = fnv1a64(self._table_bytes())
 
+    # -- pickling: the definition, never the library's state
+
+    def __getstate__(self) -> dict:
+        """What pickle keeps: the tokenizer.bin image (SPEC §7), 32 + 4 * n_merges
+        bytes. The library's encoder (a cffi handle to its tables and caches) and the
+        tables `token_bytes` and `id_of` build stay behind: the first call that needs
+        them after unpickling builds them again. So a tokenizer can be sent to other
+        processes (multiprocessing's spawn, `datasets.map(num_proc=...)`, DataLoader
+        workers) after it has encoded."""
+        return {"tokenizer.bin": self.to_bytes()}
+
+    def __setstate__(self, state: dict) -> None:
+        other = Tokenizer.from_bytes(state["tokenizer.bin"], "pickled tokenizer")
+        self.__dict__.update(vars(other))
+
     # -- properties
 
     @property
@@ -241,6 +272,8 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """The number of ids: 256 + n_merges + 16 (SPEC §5); for a loaded vocabulary one
+        more than its highest id (= `n_vocab`)."""
         return self._vocab_size
 
     @property
@@ -251,6 +284,7 @@ class Tokenizer:
 
     @property
     def n_merges(self) -> int:
+        """The number of merges: merge i made id 256 + i."""
         return len(self._merges)
 
     @property
@@ -281,7 +315,7 @@ class Tokenizer:
         return self.specials
 
     @property
-    def bos_id(self):
+    def bos_id(self) -> int | None:
         """The id of <|bos|>, which `bos=True`, `encode_document` and `render_chat`
         put first."""
         return self.special_id("<|bos|>")
@@ -298,7 +332,8 @@ class Tokenizer:
     # -- loaded vocabularies (SPEC §11): harness.loaded.LoadedTokenizer
 
     @classmethod
-    def from_tiktoken(cls, path, pretokenizer=None, special_tokens=None) -> "Tokenizer":
+    def from_tiktoken(cls, path: PathArg, pretokenizer: PretokenizerArg | None = None,
+                      special_tokens: Mapping[str, int] | None = None) -> "Tokenizer":
         """A tokenizer for a tiktoken ranks file (.tiktoken, or gzip-compressed):
         cl100k_base and o200k_base are recognised (by the sha256 of the decompressed
         file) with their pattern and specials; any other file needs `pretokenizer`
@@ -309,7 +344,7 @@ class Tokenizer:
         return LoadedTokenizer(from_tiktoken(path, pretokenizer, special_tokens))
 
     @classmethod
-    def from_hf(cls, path) -> "Tokenizer":
+    def from_hf(cls, path: PathArg) -> "Tokenizer":
         """A tokenizer for a Hugging Face tokenizer.json (byte-level BPE; the
         pre-tokenizers harness.vocab.from_hf accepts; ignore_merges honoured)."""
         from .loaded import LoadedTokenizer
@@ -317,7 +352,7 @@ class Tokenizer:
         return LoadedTokenizer(from_hf(path))
 
     @classmethod
-    def named(cls, name: str, path) -> "Tokenizer":
+    def named(cls, name: str, path: PathArg) -> "Tokenizer":
         """A known tiktoken encoding ("cl100k_base", "o200k_base") from its ranks file at
         path; ValueError when the file is not that encoding."""
         from .vocab import KNOWN_ENCODINGS
@@ -336,6 +371,8 @@ class Tokenizer:
         return {name: base + k for k, name in enumerate(SPECIALS)}
 
     def special_id(self, name: str) -> int:
+        """The id of the special named `name` ("<|bos|>"); KeyError listing the
+        specials when there is none of that name."""
         try:
             return self._vocab_size - N_SPECIAL + SPECIALS.index(name)
         except ValueError:
@@ -362,10 +399,64 @@ class Tokenizer:
         table.extend(name.encode() for name in SPECIALS)
         return table
 
+    def _bytes_table(self) -> list[bytes]:
+        """id_to_bytes(), made once per tokenizer (not pickled); b"" marks an id that
+        is no token (a loaded vocabulary's gaps). Never handed out: it is not a copy."""
+        table = self.__dict__.get("_id_bytes")
+        if table is None:
+            table = self.__dict__.setdefault("_id_bytes", self.id_to_bytes())
+        return table
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes of one id (tiktoken's `decode_single_token_bytes`, an alias): a
+        token's bytes, or the UTF-8 of a special's name (b"<|bos|>"). KeyError for an
+        id that is no token (out of range, or a gap of a loaded vocabulary such as
+        cl100k_base's 100256). MASKBIT is not stripped: pass plain ids."""
+        i = operator.index(token)
+        table = self._bytes_table()
+        if not 0 <= i < len(table) or not table[i]:
+            raise KeyError(f"id {i} is not a token of {self.name} "
+                           f"(n_vocab {self.n_vocab})")
+        return table[i]
+
+    decode_single_token_bytes = token_bytes
+
+    def id_of(self, token: bytes | str) -> int:
+        """The id of one token given by its bytes or text (tiktoken's
+        `encode_single_token`, an alias): the ordinary token whose bytes are exactly
+        these, else the special of that name (as text or its UTF-8 bytes). str is
+        encoded as UTF-8. KeyError naming the bytes when they are neither (nothing is
+        encoded: bytes that encode to several ids are no single token)."""
+        if isinstance(token, str):
+            data = token.encode("utf-8", "surrogatepass")
+        elif isinstance(token, (bytes, bytearray, memoryview)):
+            data = bytes(token)
+        else:
+            raise TypeError(f"expected bytes or str, got {type(token).__name__}")
+        index = self.__dict__.get("_id_index")
+        if index is None:
+            specials = self.specials
+            special_ids = set(specials.values())
+            index = {}
+            for i, b in enumerate(self._bytes_table()):
+                if b and i not in special_ids:
+                    index.setdefault(b, i)          # the lower id of two equal tokens
+            for n, i in specials.items():
+                index.setdefault(n.encode("utf-8"), i)
+            index = self.__dict__.setdefault("_id_index", index)
+        try:
+            return index[data]
+        except KeyError:
+            raise KeyError(f"{data[:80]!r} is not a token of {self.name} (nor a special's "
+                           "name)") from None
+
+    encode_single_token = id_of
+
     # -- encoding (SPEC §6); every path goes through harness.encoder.encode_many
 
-    def encode_many(self, docs, threads: int | None = None, *, bos: bool = False,
-                    cache: bool = True, allowed_special=()) -> tuple[np.ndarray, np.ndarray]:
+    def encode_many(self, docs: Iterable[Document], threads: int | None = None, *,
+                    bos: bool = False, cache: bool = True,
+                    allowed_special: AllowedSpecial = ()) -> tuple[np.ndarray, np.ndarray]:
         """Encode a list of documents (str as UTF-8, surrogates passed through, or
         bytes-like) in one call: (every document's tokens concatenated in order, uint16;
         the token count of each document, uint64). bos: prefix each with <|bos|>.
@@ -391,27 +482,38 @@ class Tokenizer:
                 _doc_bytes(doc, k) for k, doc in enumerate(docs)]
         return encoder.encode_many(self, data, threads, bos=bos, cache=cache)
 
-    def encode(self, text, allowed_special=(), *, bos: bool = False,
-               cache: bool = True) -> np.ndarray:
+    def encode(self, text: Document, allowed_special: AllowedSpecial = (), *,
+               bos: bool = False, cache: bool = True) -> np.ndarray:
         """The tokens (`dtype`) of one str or bytes; bos: prefix <|bos|>;
         allowed_special: as tiktoken's (special text is ordinary text by default)."""
         tokens, _ = self.encode_many([text], bos=bos, cache=cache,
                                      allowed_special=allowed_special)
         return tokens
 
-    def encode_document(self, text) -> np.ndarray:
+    def encode_document(self, text: Document) -> np.ndarray:
         """A plain document as SPEC §5 encodes it: <|bos|> + its text."""
         return self.encode(text, bos=True)
 
-    def encode_batch(self, docs, threads: int | None = None, *,
-                     bos: bool = False, allowed_special=()) -> list[np.ndarray]:
+    def encode_batch(self, docs: Iterable[Document], threads: int | None = None, *,
+                     bos: bool = False,
+                     allowed_special: AllowedSpecial = ()) -> list[np.ndarray]:
         """The tokens of each document, one array each (views into one array)."""
         tokens, counts = self.encode_many(docs, threads, bos=bos,
                                           allowed_special=allowed_special)
         ends = np.cumsum(counts, dtype=np.int64)
         return [tokens[e - c:e] for e, c in zip(ends.tolist(), counts.tolist())]
 
-    def render_chat(self, messages) -> np.ndarray:
+    def encode_ordinary(self, text: Document) -> np.ndarray:
+        """The ids of text with special-token text as ordinary text (tiktoken's name;
+        asmbpe's `encode` does the same unless `allowed_special` names specials)."""
+        return self.encode(text)
+
+    def encode_ordinary_batch(self, docs: Iterable[Document],
+                              threads: int | None = None) -> list[np.ndarray]:
+        """`encode_ordinary` of each document, in one call (`encode_batch`)."""
+        return self.encode_batch(docs, threads)
+
+    def render_chat(self, messages: Iterable[Mapping[str, str]]) -> np.ndarray:
         """A conversation as SPEC §5 encodes it (uint16): <|bos|>, then for each message
         its role's token, its content's tokens and <|end|>, with MASKBIT (0x8000) set
         on each assistant message's content tokens and its <|end|>.
@@ -448,7 +550,7 @@ class Tokenizer:
 
     # -- decoding
 
-    def decode_bytes(self, ids) -> bytes:
+    def decode_bytes(self, ids: TokenIds) -> bytes:
         """The exact bytes of a sequence of ids (SPEC §6). MASKBIT is stripped first
         (when vocab_size <= 32768, so that no real id has it); specials decode to the
         UTF-8 of their names (e.g. b"<|bos|>"). An id that is not a token after that
@@ -484,10 +586,26 @@ class Tokenizer:
             start = pos + 1
         return b"".join(out)
 
-    def decode(self, ids, errors: str = "replace") -> str:
+    def decode(self, ids: TokenIds, errors: str = "replace") -> str:
         """decode_bytes, then UTF-8 decoding with `errors` ("replace" by default,
         "strict" raises UnicodeDecodeError on bytes that are not UTF-8)."""
         return self.decode_bytes(ids).decode("utf-8", errors)
+
+    def decode_bytes_batch(self, batch: Iterable[TokenIds]) -> list[bytes]:
+        """`decode_bytes` of each sequence of ids (tiktoken's name). ValueError for an
+        id that is no token names the sequence and the position."""
+        out = []
+        for k, ids in enumerate(batch):
+            try:
+                out.append(self.decode_bytes(ids))
+            except ValueError as e:
+                raise ValueError(f"sequence {k}: {e}") from None
+        return out
+
+    def decode_batch(self, batch: Iterable[TokenIds], errors: str = "replace") -> list[str]:
+        """`decode` of each sequence of ids (tiktoken's name): bytes that are not
+        UTF-8 handled by `errors` ("replace" by default)."""
+        return [b.decode("utf-8", errors) for b in self.decode_bytes_batch(batch)]
 
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
@@ -509,14 +627,15 @@ class Tokenizer:
                               self.n_merges, N_SPECIAL, self._hash)
         return header + self._table_bytes()
 
-    def save(self, path) -> None:
+    def save(self, path: PathArg) -> None:
         """Write tokenizer.bin to path: to a temporary name beside it first, then
         rename, so path is either its old content or the complete new file."""
         from .files import write_atomic
         write_atomic(path, self.to_bytes())
 
     @classmethod
-    def from_bytes(cls, data, name: str = "tokenizer.bin") -> "Tokenizer":
+    def from_bytes(cls, data: bytes | bytearray | memoryview,
+                   name: str = "tokenizer.bin") -> "Tokenizer":
         """Parse and validate a tokenizer.bin image; `name` is used in error messages."""
         data = bytes(data)
         if _version_of(data) == VERSION_LOADED:
@@ -526,7 +645,7 @@ class Tokenizer:
         return cls._from_table(data[HEADER_SIZE:], head, name)
 
     @classmethod
-    def load(cls, path) -> "Tokenizer":
+    def load(cls, path: PathArg) -> "Tokenizer":
         """Read and validate tokenizer.bin; TokenizerFileError for every bad file of
         SPEC §7 (the header and the size are checked before the table is read)."""
         name = os.fspath(path)

@@ -36,7 +36,8 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Iterable
+from typing import Callable, Union
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from .corpora import estimate_bytes, iter_batches, prefetch
 from .errors import AsmbpeError
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
-from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Tokenizer
+from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
            "MIN_VOCAB"]
@@ -66,12 +67,15 @@ STATUS_TEXT = {
 NONE = (1 << 64) - 1                     # ~0 in the VERIFY_* stats: no violation
 
 Progress = Callable[[str, int, "int | None"], None]
+TrainInput = Union[Document, "os.PathLike[str]", Iterable[Union[Document, "os.PathLike[str]"]]]
+"""What `train` learns from: one document (bytes or str), a path, or an iterable of
+documents or of paths."""
 
 
 class TrainError(AsmbpeError, RuntimeError):
     """The library could not train (a negative status), or verify found a violation."""
 
-    def __init__(self, message: str, status: int = 0):
+    def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
 
@@ -190,11 +194,11 @@ SMALL_WORDS_BYTES = 1 << 20     # unique-word bytes under which the merge loop, 
                                 # threads are not given, runs on one thread
 
 
-def train(inputs, vocab_size: int = 32768, threads: int | None = None, naive: bool = False,
-          max_word_bytes: int = 256, min_count: int = 1, verify: bool = False,
-          progress: Progress | None = None, *, pretokenizer=DEFAULT_PRETOKENIZER,
-          batch_bytes: int = BATCH_BYTES, separator=None,
-          per_merge: bool = False) -> TrainResult:
+def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = None,
+          naive: bool = False, max_word_bytes: int = 256, min_count: int = 1,
+          verify: bool = False, progress: Progress | None = None, *,
+          pretokenizer: str | int = DEFAULT_PRETOKENIZER, batch_bytes: int = BATCH_BYTES,
+          separator: bytes | str | None = None, per_merge: bool = False) -> TrainResult:
     """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
 
     inputs: bytes or str (one document), a list/tuple/iterable of them (one document

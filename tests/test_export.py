@@ -291,3 +291,107 @@ def test_nanochat_exports_equal_asmbpe_on_every_valid_corpus_document(
                               min(len(ours), len(other)))
                     failures.append(f"{name} document {k}: {library} differs at id {at}")
     assert not failures, f"{len(failures)} differences; " + "; ".join(failures[:10])
+
+
+# ---------------------------------------------------------------------- vocabulary dump
+
+TRICKY = [b"plain", b" the", b"", b"\t\n\r", b"back\\slash", b'"quoted"', b"\x00\x1f\x7f",
+          "\u00a0nbsp\u2028\u200b\ufeff".encode(), "é日🎉".encode(), b"\xc3", b"\xe6\x97",
+          b"\xf0\x9f\x8e", b"\xff\xfe", b"\xed\xa0\x80", "\u0085".encode(), b"\\x41",
+          b"\\u0041", "\U000e0001".encode()]
+
+
+@pytest.mark.parametrize("data", TRICKY + [bytes([b]) for b in range(256)])
+def test_token_repr_is_one_quoted_cell_and_parses_back(data):
+    shown = export.token_repr(data)
+    assert shown[0] == shown[-1] == '"'
+    assert not any(c in shown for c in "\t\n\r\x00\x85\u2028\u00a0")
+    assert shown.isprintable()
+    assert export.parse_token_repr(shown) == data
+
+
+def test_token_repr_shows_text_as_it_reads():
+    assert export.token_repr(b" the") == '" the"'
+    assert export.token_repr("日本".encode()) == '"日本"'
+    assert export.token_repr(b"\xe6\x97") == r'"\xe6\x97"'          # a partial character
+    assert export.token_repr(b"a\tb\\\"") == r'"a\tb\\\""'
+    assert export.token_repr("\u00a0".encode()) == r'"\u00a0"'
+    for bad in ('x', '"a', '"\\q"', '"\\x4"', '"a"b"', '"\\u12g4"'):
+        with pytest.raises(ValueError):
+            export.parse_token_repr(bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40))
+def test_token_repr_round_trips_any_bytes(data):
+    assert export.parse_token_repr(export.token_repr(data)) == data
+
+
+def test_vocab_dump_of_an_own_tokenizer(tmp_path):
+    """Every id once: bytes (ids 0..255 and their merges) and the 16 specials with their
+    names; the ids each merge joined; the winning counts when training's are given."""
+    result = harness.train(KJV.read_bytes()[:1 << 19], vocab_size=1024)
+    tok = result.tokenizer
+    path = tmp_path / "vocab.tsv"
+    export.export_vocab(tok, path, counts=result.counts)
+    assert path.read_text().splitlines()[0] == "id\ttoken\tleft\tright\tcount\tkind"
+    rows = export.read_vocab(path)
+    table = tok.id_to_bytes()
+    assert [r.id for r in rows] == list(range(tok.vocab_size))
+    assert [r.token for r in rows] == table
+    merges = tok.merges.tolist()
+    for r in rows:
+        if r.id < 256:
+            assert (r.kind, r.left, r.right, r.count) == ("byte", None, None, None)
+        elif r.id < 256 + tok.n_merges:
+            assert r.kind == "merge"
+            assert [r.left, r.right] == merges[r.id - 256]
+            assert table[r.left] + table[r.right] == r.token
+            assert r.count == int(result.counts[r.id - 256]) > 0
+        else:
+            assert r.kind == "special" and r.token.decode() == SPECIALS[r.id - 256 - tok.n_merges]
+    with pytest.raises(ValueError, match="counts for"):
+        export.export_vocab(tok, tmp_path / "bad.tsv", counts=result.counts[:-1])
+    assert not (tmp_path / "bad.tsv").exists()
+
+
+def test_vocab_dump_command(kjv_tok, tmp_path):
+    """`asmbpe export --format vocab`: tokenizer.bin has no counts, so the column is
+    empty; the file reads back to the tokenizer's bytes."""
+    from cli_util import invoke
+
+    bin_path, out = tmp_path / "tok.bin", tmp_path / "vocab.tsv"
+    kjv_tok.save(bin_path)
+    run = invoke("export", "--format", "vocab", "-t", bin_path, "-o", out)
+    assert run.exit_code == 0, run.output
+    rows = export.read_vocab(out)
+    assert [r.token for r in rows] == kjv_tok.id_to_bytes()
+    assert all(r.count is None for r in rows)
+    assert sum(r.kind == "merge" for r in rows) == kjv_tok.n_merges
+
+
+def test_vocab_dump_of_cl100k(tmp_path):
+    """cl100k_base: its tokens (ranks) by id, the ids 100256 and 100261..100275 that
+    are no token left out, the specials by name, each merged token's two parts as
+    tiktoken's rank order splits it."""
+    from loaded_util import loaded
+
+    tok = loaded("cl100k_base")
+    path = tmp_path / "cl100k.tsv"
+    export.export_vocab(tok, path)
+    rows = export.read_vocab(path)
+    tokens = tok.vocab.tokens
+    by_id = {r.id: r for r in rows}
+    assert len(rows) == len(tokens) + len(tok.specials)
+    assert 100256 not in by_id and not any(i in by_id for i in range(100261, 100276))
+    for i, t in enumerate(tokens):
+        r = by_id[i]
+        assert r.token == t and r.count is None
+        if len(t) == 1:
+            assert (r.kind, r.left, r.right) == ("byte", None, None)
+        else:
+            assert r.kind == "merge" and tokens[r.left] + tokens[r.right] == t
+            assert r.left < i and r.right < i                 # lower ranks
+    for name, i in tok.specials.items():
+        assert (by_id[i].token, by_id[i].kind) == (name.encode(), "special")
+    assert by_id[tok.id_of(" hello")].token == b" hello"

@@ -358,20 +358,26 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
 
 @click.command(context_settings=CONTEXT)
 @_tokenizer_options
-@click.option("--format", "fmt", required=True, type=click.Choice(["tiktoken", "hf"]),
+@click.option("--format", "fmt", required=True,
+              type=click.Choice(["tiktoken", "hf", "vocab"]),
               help="tiktoken: a ranks file for tiktoken (harness.export.load_tiktoken adds "
-                   "the pattern and specials); hf: a Hugging Face tokenizer.json.")
+                   "the pattern and specials); hf: a Hugging Face tokenizer.json; vocab: "
+                   "a TSV to read, one line per id (its bytes escaped, the ids it was "
+                   "merged from; docs/FORMATS.md).")
 @click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
 def export(tokenizer_path, vocab_pretokenizer, fmt, output, quiet):
-    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe).
-    A loaded vocabulary is written with its own tokens (ranks) and specials."""
+    """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe),
+    or dump its vocabulary for people to read. A loaded vocabulary is written with its
+    own tokens (ranks) and specials."""
     from .. import export as exp
 
     out = _check_output(output)
     tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     if fmt == "tiktoken":
         exp.export_tiktoken(tok, out)
+    elif fmt == "vocab":
+        exp.export_vocab(tok, out)
     else:
         exp.export_hf(tok, out)
     if not quiet:
