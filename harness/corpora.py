@@ -128,7 +128,7 @@ def arrow_memory_kept(readers: int = 1):
 class InputError(AsmbpeError):
     """A file that cannot be used as input; the message is one line."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 

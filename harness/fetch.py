@@ -58,7 +58,7 @@ Progress = Callable[[str, int, "int | None"], None]     # (name, bytes done, tot
 class FetchError(AsmbpeError):
     """A download that failed or a file that did not check out; one-line message."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
