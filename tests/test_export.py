@@ -395,3 +395,12 @@ def test_vocab_dump_of_cl100k(tmp_path):
     for name, i in tok.specials.items():
         assert (by_id[i].token, by_id[i].kind) == (name.encode(), "special")
     assert by_id[tok.id_of(" hello")].token == b" hello"
+
+
+def test_vocab_dump_of_a_tokenizer_json_gives_its_merges(kjv_tok, tmp_path):
+    """A tokenizer.json vocabulary (merges in priority order): the same rows as the
+    asmbpe tokenizer it was exported from."""
+    export.export_hf(kjv_tok, tmp_path / "tokenizer.json")
+    loaded_tok = Tokenizer.from_hf(tmp_path / "tokenizer.json")
+    assert loaded_tok.is_loaded and loaded_tok.n_merges == kjv_tok.n_merges
+    assert export.vocab_rows(loaded_tok) == export.vocab_rows(kjv_tok)
