@@ -225,6 +225,13 @@ class Tokenizer:
     text inside ordinary text (e.g. the string "<|bos|>") is encoded as ordinary text,
     byte by byte and merged like any other text, never turned into a special id.
     `decode_bytes` / `decode` map ids back (specials to their names' text).
+
+    tiktoken's names work too: `n_vocab`, `encode_ordinary` / `encode_ordinary_batch`,
+    `decode_batch` / `decode_bytes_batch`, `decode_single_token_bytes` (=
+    `token_bytes`), `encode_single_token` (= `id_of`), `special_tokens`. A tokenizer
+    pickles (its tokenizer.bin image; the library's tables are made again by the first
+    encode after unpickling), so it can go to other processes (multiprocessing's
+    spawn, `datasets.map(num_proc=...)`, DataLoader workers).
     """
 
     def __init__(self, merges: np.typing.ArrayLike, vocab_size: int | None = None, *,
