@@ -62,12 +62,14 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from .errors import AsmbpeError
 from .tokenizer import MASKBIT   # MASKBIT: set on the tokens to learn (SPEC §5)
+from .tokenizer import PathArg, Tokenizer
 
 __all__ = ["MAGIC", "VERSION", "VERSION_INDEXED", "HEADER_SIZE", "WIDTHS", "FLAG_CHAT", "MASKBIT", "CHAT_MAX_VOCAB",
            "TokFileError", "TokWriter", "TokFile", "read_tok", "is_tok_file"]
@@ -97,7 +99,7 @@ class TokFileError(AsmbpeError, ValueError):
     """A `.tok` file that cannot be used. The message names the file, the problem and
     the byte offset; `.path`, `.offset` and `.problem` hold them too."""
 
-    def __init__(self, path, offset: int, problem: str):
+    def __init__(self, path: PathArg, offset: int, problem: str) -> None:
         self.path = str(path)
         self.offset = offset
         self.problem = problem
@@ -277,7 +279,7 @@ class TokFile:
         part = self.tokens[start:stop]
         return part & part.dtype.type(~MASKBIT & 0xFFFF) if self.chat else part
 
-    def blocks(self, block_tokens: int = 1 << 20):
+    def blocks(self, block_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
         """The tokens in consecutive read-only slices of at most block_tokens."""
         for start in range(0, self.n_tokens, block_tokens):
             yield self.tokens[start:start + block_tokens]
@@ -290,7 +292,7 @@ class TokFile:
                              "(documents() finds them at <|bos|>)")
         return np.append(np.asarray(self.index, dtype=np.int64), self.n_tokens)
 
-    def documents(self):
+    def documents(self) -> Iterator[np.ndarray]:
         """Each document's tokens (a view, MASKBIT kept), in file order. Version 2: as
         the document index says. Version 1: the runs that start at each `<|bos|>`
         (tokens before the first one, if any, come first); needs the tokenizer (to
@@ -330,7 +332,7 @@ def is_tok_file(path) -> bool:
         return False
 
 
-def read_tok(path, tokenizer=None) -> TokFile:
+def read_tok(path: PathArg, tokenizer: Tokenizer | None = None) -> TokFile:
     """Check the header of the `.tok` file at `path` against its length (and, when given,
     against `tokenizer`) and map its tokens. TokFileError for every bad file."""
     name = os.fspath(path)
