@@ -308,8 +308,12 @@ def _pretokenizer_of(tok) -> str:
                    "in hex) instead of the table.")
 @click.option("-q", "--quiet", is_flag=True, help="Accepted for symmetry: stats prints its "
               "result only.")
+@click.option("--verify", is_flag=True,
+              help="Instead of the figures, read each FILE.tok whole and check it: the "
+                   "checksum (version 2), the documents and source bytes recounted, every "
+                   "id a token of -t. Prints `verified: ...` per file.")
 def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator, as_json,
-          quiet):
+          quiet, verify):
     """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
     would), and the tokenizer's pre-tokenizer. Bytes per token counts text tokens only
@@ -321,11 +325,14 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     files = [check_file(p) for p in inputs]
+    if verify:
+        return _verify_tok_files(files, [p for p in files if is_tok_file(p)], tok)
     st = TokenStats(tok.vocab_size, special_ids=sorted(tok.specials.values()))
     try:
         for path in files:
             if is_tok_file(path):
                 tf = read_tok(path, tok)
+                tf.check_counts()               # the header's counts against the tokens
                 for block in tf.blocks():
                     st.add(block, chat=tf.chat)
                 st.documents += tf.n_documents
@@ -354,6 +361,18 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
     if tok.is_loaded:
         lines += tok.describe()
     _write_stdout([line + "\n" for line in lines])    # `| head` ends quietly
+
+
+def _verify_tok_files(files, tok_files, tok) -> None:
+    """stats --verify: each FILE.tok read whole and checked (TokFile.verify); the first
+    problem is the command's error."""
+    from ..tokfile import read_tok
+
+    others = [p for p in files if p not in tok_files]
+    if others:
+        raise InputError(f"{others[0]}: --verify checks .tok files, this is not one")
+    for path in tok_files:
+        click.echo(f"verified: {read_tok(path, tok).verify()}")
 
 
 @click.command(context_settings=CONTEXT)
