@@ -10,12 +10,23 @@ are, valid UTF-8 or not):
 
 - `.parquet`: the `text` column (string or binary), read one row group at a time
   (the unit of streaming: memory holds about one row group) and handed out in batches
-  of rows; null rows are skipped;
+  of rows; null rows are skipped, and counted (a `NullsSkipped` warning per file);
 - `.jsonl` / `.ndjson`, optionally `.gz` or `.zst` (zstd needs the `zstandard`
   module): the `text` field of each line, read line by line; blank lines are skipped;
 - anything else, optionally `.gz` / `.zst`: plain text, the whole file one document,
-  or, with `separator=`, the pieces between separator lines (a line that equals the
-  separator apart from its line ending; "" = a blank line); empty pieces are skipped.
+  or, with a separator, the pieces between separator lines (a line that equals the
+  separator apart from its line ending; "" = a blank line), or with `lines`, each line
+  (without its line ending); empty pieces and lines are skipped.
+
+`ReadOptions` (keyword `read_options=`) holds the separator, the lines mode, and
+another Parquet column or JSONL field than `text` (`messages` for chat); the older
+`separator=` keyword still works. A compressed file must end at the end of a complete
+gzip member or zstd frame, else reading fails ("stream ends early"). Inputs must be
+regular files or FIFOs (devices are refused). `resolve_inputs(specs)` turns the
+command line's inputs into files, `-` into a `StdinInput`: standard input, read once
+as a stream, its format told by its first bytes (gzip / zstd magic: decompressed;
+"PAR1": Parquet, copied to a temporary file first; a first non-blank "{": JSONL; else
+plain text).
 
 Chat input (SPEC §5, §8), `iter_conversations(path)`: conversations in the role/content
 format of SmolTalk, each a list of {"role", "content"} dicts (both strings; the role one
@@ -42,9 +53,17 @@ import json
 import os
 import contextlib
 import queue
+import shutil
+import stat
 import struct
+import sys
+import tempfile
 import threading
+import warnings
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -57,7 +76,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("english", "multilingual", "code")
 ENV = "ASMBPE_CORPORA"
 
-__all__ = ["InputError", "NAMES", "corpora_dir", "corpus_path", "available",
+__all__ = ["InputError", "NullsSkipped", "NAMES", "corpora_dir", "corpus_path", "available",
+           "ReadOptions", "StdinInput", "STDIN", "resolve_inputs",
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
            "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
            "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch",
@@ -136,6 +156,16 @@ class InputError(AsmbpeError):
         return self.message
 
 
+class NullsSkipped(UserWarning):
+    """Warned after the last row of a Parquet file in which some rows of the column read
+    were null (those rows are skipped): `path`, `column` and `count` say where and how
+    many. The `asmbpe` commands print it as `asmbpe: note: ...`."""
+
+    def __init__(self, path, column: str, count: int) -> None:
+        super().__init__(f"{path}: {count} null '{column}' value(s) skipped")
+        self.path, self.column, self.count = path, column, count
+
+
 def corpora_dir() -> Path:
     """$ASMBPE_CORPORA if set, else <repo>/../shared/corpora (it may not exist)."""
     env = os.environ.get(ENV)
@@ -154,8 +184,16 @@ def available() -> list[str]:
     return [n for n in NAMES if (corpora_dir() / f"{n}.parquet").is_file()]
 
 
+_NOT_REGULAR = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"))
+
+
 def check_file(path) -> Path:
-    """`path` as a Path, if it is a readable, non-empty regular file; else InputError."""
+    """`path` as a Path, if it is a readable, non-empty regular file or a FIFO (read
+    as a stream); else InputError (devices such as /dev/zero are refused: they never
+    end). A StdinInput is returned as it is (it was checked when made)."""
+    if isinstance(path, StdinInput):
+        return path
     p = Path(path)
     try:
         st = p.stat()
@@ -163,13 +201,93 @@ def check_file(path) -> Path:
         raise InputError(f"{p}: no such file") from None
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    if p.is_dir():
+    if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{p}: is a directory")
+    for test, kind in _NOT_REGULAR:
+        if test(st.st_mode):
+            raise InputError(f"{p}: not a regular file ({kind})")
     if not os.access(p, os.R_OK):
         raise InputError(f"{p}: cannot read: permission denied")
-    if st.st_size == 0 and p.is_file():
+    if st.st_size == 0 and stat.S_ISREG(st.st_mode):
         raise InputError(f"{p}: is empty")
     return p
+
+
+STDIN = "-"         # the input spec that means standard input
+
+
+def resolve_inputs(specs, stdin=None) -> list:
+    """The input files of a command, each checked: a spec "-" is standard input (a
+    StdinInput read from `stdin`, default sys.stdin's binary stream; at most once),
+    any other is a path (check_file). InputError for a bad one."""
+    out: list = []
+    for spec in _as_paths(specs):
+        if isinstance(spec, str) and spec == STDIN:
+            if any(isinstance(p, StdinInput) for p in out):
+                raise InputError("-: standard input can be given only once")
+            out.append(StdinInput(stdin))
+        else:
+            out.append(check_file(spec))
+    if not out:
+        raise InputError("no input files")
+    return out
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How documents are taken from the input files (the --separator, --column, --field
+    and --lines options):
+
+    - separator: plain text: documents are the pieces between lines equal to it (str
+      or bytes, one line; "" = a blank line); None: the whole file is one document;
+    - lines: plain text: every line is a document (its line ending left out; empty
+      lines skipped); not together with a separator;
+    - column: the Parquet column read (default `text`, or `messages` for chat);
+    - field: the JSONL field read (default `text`, or `messages` for chat).
+
+    ValueError for a separator with a line break, lines with a separator, or an empty
+    column or field name."""
+
+    separator: str | bytes | None = None
+    column: str | None = None
+    field: str | None = None
+    lines: bool = False
+
+    def __post_init__(self):
+        if self.separator is not None:
+            raw = _as_bytes(self.separator)
+            if b"\n" in raw or b"\r" in raw:
+                raise ValueError("separator must be one line, without line breaks")
+            if self.lines:
+                raise ValueError("--lines and --separator cannot be used together (each "
+                                 "line is a document with --lines)")
+        for name, value in (("column", self.column), ("field", self.field)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a non-empty name, got {value!r}")
+
+    def column_name(self, chat: bool = False) -> str:
+        """The Parquet column to read."""
+        return self.column or ("messages" if chat else "text")
+
+    def field_name(self, chat: bool = False) -> str:
+        """The JSONL field to read."""
+        return self.field or ("messages" if chat else "text")
+
+
+def _as_bytes(separator) -> bytes:
+    return separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+
+
+def _read_options(options: ReadOptions | None = None, separator=None) -> ReadOptions:
+    """The ReadOptions of a call that takes `read_options=` and the older `separator=`
+    keyword: `options`, or ReadOptions(separator) when it is None. ValueError when both
+    are given."""
+    if options is None:
+        return ReadOptions(separator=separator)
+    if separator is not None:
+        raise ValueError("give the separator in read_options (ReadOptions(separator=...)), "
+                         "not both")
+    return options
 
 
 # ------------------------------------------------------------------------ formats
@@ -179,7 +297,9 @@ _COMPRESSIONS = ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd"))
 
 def file_format(path) -> tuple[str, str | None]:
     """(format, compression) from the file name: format "parquet", "jsonl" or "text";
-    compression None, "gzip" or "zstd"."""
+    compression None, "gzip" or "zstd". A StdinInput's are told by its first bytes."""
+    if isinstance(path, StdinInput):
+        return path.format, path.compression
     name = Path(path).name.lower()
     compression = None
     for suffix, kind in _COMPRESSIONS:
@@ -198,24 +318,225 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_PARQUET_MAGIC = b"PAR1"
+
+
+class _ZstdFrames:
+    """Follows a zstd stream through its headers as its compressed bytes go by (RFC
+    8878: frame header, block headers, checksum; skippable frames), so that its end can
+    be checked to fall between two frames (`complete`): zstandard's reader ends
+    quietly within a truncated frame. Block contents are passed over, not read."""
+
+    def __init__(self):
+        self._state, self._need, self._got = "magic", 4, b""
+        self._skip = 0              # bytes to pass over: header fields, block contents
+        self._checksum = 0          # bytes of checksum after the frame's last block
+
+    @property
+    def complete(self) -> bool:
+        """Whether the bytes so far end between two frames."""
+        return self._state == "magic" and not self._got and not self._skip
+
+    def feed(self, data: bytes) -> None:
+        """Follow the next bytes; ValueError where a frame should start and none does."""
+        i, n = 0, len(data)
+        while i < n:
+            if self._skip:
+                k = min(self._skip, n - i)
+                self._skip -= k
+                i += k
+                continue
+            k = min(self._need - len(self._got), n - i)
+            self._got += data[i:i + k]
+            i += k
+            if len(self._got) == self._need:
+                head, self._got = self._got, b""
+                self._header(head)
+
+    def _header(self, head: bytes) -> None:
+        if self._state == "magic":
+            if head == _ZSTD_MAGIC:
+                self._state, self._need = "descriptor", 1
+            elif head[0] & 0xF0 == 0x50 and head[1:] == b"\x2a\x4d\x18":
+                self._state, self._need = "skippable", 4
+            else:
+                raise ValueError("unknown frame descriptor (not zstd data)")
+        elif self._state == "descriptor":        # the rest of the frame header
+            d = head[0]
+            single = d >> 5 & 1
+            self._checksum = 4 if d >> 2 & 1 else 0
+            self._skip = ((0 if single else 1) + (0, 1, 2, 4)[d & 3]
+                          + (single, 2, 4, 8)[d >> 6])
+            self._state, self._need = "block", 3
+        elif self._state == "block":
+            h = int.from_bytes(head, "little")
+            self._skip = 1 if (h >> 1) & 3 == 1 else h >> 3     # an RLE block: one byte
+            if h & 1:                                           # the last block
+                self._skip += self._checksum
+                self._state, self._need = "magic", 4
+        else:                                   # a skippable frame's size
+            self._skip = int.from_bytes(head, "little")
+            self._state, self._need = "magic", 4
+
+
+class _ZstdInput:
+    """The compressed side of a zstd stream, as zstandard's reader takes it: the bytes
+    of `raw`, followed (_ZstdFrames); EOFError at its end when that is within a frame."""
+
+    def __init__(self, raw):
+        self._raw, self._frames = raw, _ZstdFrames()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data:
+            self._frames.feed(data)
+        elif not self._frames.complete:
+            raise EOFError("zstd stream ends early")
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _zstd_reader(p, raw):
+    """A buffered reader of the zstd data in the binary file object `raw` (closed with
+    it), every frame to its end: a stream that ends within one raises EOFError."""
+    try:
+        import zstandard
+    except ImportError:
+        raw.close()
+        raise InputError(f"{p}: reading .zst files needs the zstandard module "
+                         "(pip install zstandard)") from None
+    reader = zstandard.ZstdDecompressor().stream_reader(_ZstdInput(raw),
+                                                        read_across_frames=True,
+                                                        closefd=True)
+    return io.BufferedReader(reader, buffer_size=1 << 20)
+
+
 def _open_binary(p: Path, compression: str | None):
-    """A binary, line-iterable file object of the (decompressed) content of p."""
+    """A binary, line-iterable file object of the (decompressed) content of p (a
+    StdinInput: its stream, once)."""
+    if isinstance(p, StdinInput):
+        return p.open()
     try:
         if compression == "gzip":
             return gzip.open(p, "rb")
         if compression == "zstd":
-            try:
-                import zstandard
-            except ImportError:
-                raise InputError(f"{p}: reading .zst files needs the zstandard module "
-                                 "(pip install zstandard)") from None
-            raw = open(p, "rb")
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True,
-                                                                closefd=True)
-            return io.BufferedReader(reader, buffer_size=1 << 20)
+            return _zstd_reader(p, open(p, "rb"))
         return open(p, "rb", buffering=1 << 20)
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
+
+
+class _Prefixed(io.RawIOBase):
+    """A raw binary stream of `head` and then what `rest` holds (what was read to tell a
+    format, put back in front). Closing it leaves `rest` open."""
+
+    def __init__(self, head: bytes, rest):
+        super().__init__()
+        self._head = head
+        self._read = getattr(rest, "read1", rest.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def _read_head(stream, enough) -> bytes:
+    """The first bytes of a binary stream, read until `enough(head)` or its end."""
+    head = b""
+    read = getattr(stream, "read1", stream.read)
+    while not enough(head):
+        data = read(1 << 16)
+        if not data:
+            break
+        head += data
+    return head
+
+
+_SNIFF_BYTES = 1 << 16      # stdin: a first non-blank byte is looked for this far
+
+
+class StdinInput(os.PathLike):
+    """Standard input as an input file (`-` on the command line), read once, as a
+    stream. Without a name, its format is told by its first bytes: gzip (1f 8b) or zstd
+    (28 b5 2f fd) data is decompressed; Parquet ("PAR1") is copied to a temporary file
+    first (removed with this object), as Parquet is read by seeking; then a first
+    non-blank byte "{" means JSONL, anything else plain text. Messages name it
+    `<stdin>`; os.fspath gives the temporary Parquet file, or "-"."""
+
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        raw = stream if stream is not None else sys.stdin.buffer
+        self.format, self.compression = "text", None
+        self._spool: str | None = None
+        self._reader = None
+        try:
+            head = _read_head(raw, lambda h: len(h) >= 4)
+        except OSError as e:
+            raise InputError(f"{self}: cannot read: {e.strerror or e}") from None
+        if not head:
+            raise InputError(f"{self}: is empty")
+        source = _Prefixed(head, raw)
+        if head.startswith(_PARQUET_MAGIC):
+            self.format, self._spool = "parquet", self._copy(source)
+            return
+        if head.startswith(_GZIP_MAGIC):
+            self.compression = "gzip"
+            reader = gzip.GzipFile(fileobj=source, mode="rb")
+        elif head.startswith(_ZSTD_MAGIC):
+            self.compression = "zstd"
+            reader = _zstd_reader(self, source)
+        else:
+            reader = source
+        try:
+            text = _read_head(reader, lambda h: len(h) >= _SNIFF_BYTES or h.strip())
+        except Exception as e:              # a bad or truncated compressed stream
+            raise _stream_error(self, self.compression, "", e) from None
+        if text.lstrip()[:1] == b"{":
+            self.format = "jsonl"
+        self._reader = io.BufferedReader(_Prefixed(text, reader), buffer_size=1 << 20)
+
+    def _copy(self, source) -> str:
+        """Copy the stream to a temporary file; its path."""
+        fd, path = tempfile.mkstemp(prefix="asmbpe-stdin-", suffix=".parquet")
+        weakref.finalize(self, _remove, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                shutil.copyfileobj(source, f, 1 << 20)
+        except OSError as e:
+            raise InputError(f"{self}: cannot copy to {path}: {e.strerror or e}") from None
+        return path
+
+    def open(self):
+        """The (decompressed) binary stream; once."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            raise InputError(f"{self}: standard input can be read only once")
+        return reader
+
+    def __fspath__(self) -> str:
+        return self._spool or STDIN
+
+    def __str__(self) -> str:
+        return "<stdin>"
+
+    def __repr__(self) -> str:
+        return f"StdinInput(format={self.format!r}, compression={self.compression!r})"
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _stream_error(p: Path, compression: str | None, where: str, e: BaseException) -> InputError:
@@ -250,7 +571,7 @@ def _parquet_file(p: Path):
     """A ParquetFile with buffered column reads instead of whole pre-buffered row
     groups: a lower peak of memory at the same speed."""
     import pyarrow.parquet as pq
-    return pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
+    return pq.ParquetFile(os.fspath(p), pre_buffer=False, buffer_size=1 << 20)
 
 
 def _unreadable(p: Path, row: int, e: Exception) -> InputError:
@@ -358,61 +679,90 @@ def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, r
                 f.cancel()
 
 
-def _parquet_text_columns(p: Path, batch_rows: int):
-    """The `text` column of a Parquet file as binary Arrow arrays, batch by batch."""
+def _parquet_text_columns(p: Path, batch_rows: int, column: str = "text"):
+    """A string column of a Parquet file as binary Arrow arrays, batch by batch; after
+    the last, a NullsSkipped warning when some of its values were null."""
     import pyarrow as pa
 
-    pf, kind = _open_parquet(p, "text")
+    pf, kind = _open_parquet(p, column)
     if pa.types.is_string(kind) or pa.types.is_binary(kind):
         as_bytes = pa.binary()
     elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
         as_bytes = pa.large_binary()
     else:
-        raise InputError(f"{p}: column 'text' holds {kind}, expected strings")
-    for _, column in _parquet_batches(p, pf, "text", batch_rows):
+        raise InputError(f"{p}: column '{column}' holds {kind}, expected strings")
+    nulls = 0
+    for _, array in _parquet_batches(p, pf, column, batch_rows):
+        nulls += array.null_count
         # string -> binary: the same buffers, as a view (a cast imports
         # pyarrow.compute: 0.03 s before the first block)
-        yield column if column.type == as_bytes else column.view(as_bytes)
+        yield array if array.type == as_bytes else array.view(as_bytes)
+    _note_nulls(p, column, nulls)
 
 
-def _iter_parquet(p: Path, batch_rows: int):
-    for column in _parquet_text_columns(p, batch_rows):
-        for doc in column.to_pylist():              # bytes directly
+def _note_nulls(p: Path, column: str, nulls: int) -> None:
+    if nulls:
+        warnings.warn(NullsSkipped(p, column, nulls), stacklevel=3)
+
+
+def _iter_parquet(p: Path, batch_rows: int, column: str = "text"):
+    for array in _parquet_text_columns(p, batch_rows, column):
+        for doc in array.to_pylist():               # bytes directly
             if doc is not None:
                 yield doc
 
 
-def _iter_parquet_text_batches(p: Path, batch_rows: int):
+def _iter_parquet_text_batches(p: Path, batch_rows: int, column: str = "text"):
     """As _iter_parquet, but TextBatch blocks (one copy, no object per document)."""
-    for column in _parquet_text_columns(p, batch_rows):
-        yield TextBatch.from_arrow(column)
+    for array in _parquet_text_columns(p, batch_rows, column):
+        yield TextBatch.from_arrow(array)
 
 
-def _iter_batch_items(path, separator):
+def _iter_batch_items(path, options: ReadOptions):
     """iter_batches' reader: TextBatch blocks for Parquet, documents otherwise."""
     p = check_file(path)
     fmt, compression = file_format(p)
     if fmt == "parquet" and not compression:
-        return _iter_parquet_text_batches(p, PARQUET_BATCH_ROWS)
-    return iter_documents(p, separator=separator)
+        return _iter_parquet_text_batches(p, PARQUET_BATCH_ROWS, options.column_name())
+    return iter_documents(p, read_options=options)
 
 
-def _iter_jsonl(p: Path, compression: str | None):
+def _json_value(p, lineno: int, line: bytes, field: str):
+    """(the line's JSON object, its `field` or None); InputError for a line that is not
+    JSON."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:             # JSONDecodeError, UnicodeDecodeError
+        raise InputError(f"{p}:{lineno}: not valid JSON: {_first_line(e)}") from None
+    return obj, obj.get(field) if isinstance(obj, dict) else None
+
+
+def _fields(obj) -> str:
+    """` (fields: a, b)` for a JSON object, to name what a line has instead."""
+    if not isinstance(obj, dict):
+        return f" (the line holds a JSON {type(obj).__name__}, not an object)"
+    return f" (fields: {', '.join(map(str, obj)) or 'none'})"
+
+
+def _iter_jsonl(p: Path, compression: str | None, field: str = "text"):
     for lineno, line in _lines(p, compression):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:         # JSONDecodeError, UnicodeDecodeError
-            raise InputError(f"{p}:{lineno}: not valid JSON: {_first_line(e)}") from None
-        text = obj.get("text") if isinstance(obj, dict) else None
+        obj, text = _json_value(p, lineno, line, field)
         if not isinstance(text, str):
-            raise InputError(f"{p}:{lineno}: no string 'text' field")
+            raise InputError(f"{p}:{lineno}: no string '{field}' field"
+                             + ("" if isinstance(obj, dict) and field in obj else _fields(obj)))
         yield text.encode("utf-8", "surrogatepass")
 
 
-def _iter_text(p: Path, compression: str | None, separator):
-    if separator is None:
+def _iter_text(p: Path, compression: str | None, options: ReadOptions):
+    if options.lines:
+        for _, line in _lines(p, compression):
+            doc = line.rstrip(b"\r\n")
+            if doc:
+                yield doc
+        return
+    if options.separator is None:
         with _open_binary(p, compression) as f:
             try:
                 data = f.read()
@@ -421,7 +771,7 @@ def _iter_text(p: Path, compression: str | None, separator):
         if data:
             yield data
         return
-    sep = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+    sep = _as_bytes(options.separator)
     lines: list[bytes] = []
     for _, line in _lines(p, compression):
         if line.rstrip(b"\r\n") == sep:
@@ -434,34 +784,35 @@ def _iter_text(p: Path, compression: str | None, separator):
         yield b"".join(lines)
 
 
-def iter_documents(path, *, separator=None, batch_rows: int = PARQUET_BATCH_ROWS):
-    """The documents of one file, as bytes, read as a stream (see the module doc for
-    the formats). The file is checked at once (InputError when missing, unreadable, a
-    directory or empty); reading errors come while iterating. `separator` (str or
-    bytes, no line break) applies to plain text files only."""
+def iter_documents(path, *, separator=None, batch_rows: int = PARQUET_BATCH_ROWS,
+                   read_options: ReadOptions | None = None):
+    """The documents of one file (a path, or a StdinInput), as bytes, read as a stream
+    (see the module doc for the formats). The file is checked at once (InputError when
+    missing, unreadable, a directory, a device or empty); reading errors come while
+    iterating. read_options (ReadOptions): the separator or lines of plain text, the
+    Parquet column, the JSONL field; `separator` (str or bytes, no line break) is the
+    older way to give a separator."""
+    options = _read_options(read_options, separator)
     p = check_file(path)
     fmt, compression = file_format(p)
-    if separator is not None:
-        raw = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
-        if b"\n" in raw or b"\r" in raw:
-            raise ValueError("separator must be one line, without line breaks")
     if fmt == "parquet":
         if compression:
             raise InputError(f"{p}: a compressed Parquet file is not supported "
                              "(Parquet compresses its columns itself)")
-        return _iter_parquet(p, batch_rows)
+        return _iter_parquet(p, batch_rows, options.column_name())
     if fmt == "jsonl":
-        return _iter_jsonl(p, compression)
-    return _iter_text(p, compression, separator)
+        return _iter_jsonl(p, compression, options.field_name())
+    return _iter_text(p, compression, options)
 
 
 # ------------------------------------------------------------------------- chat input
 
-def _messages(where: str, value, roles) -> list[dict]:
-    """The `messages` value of one line or row, checked: a list of {"role", "content"}
-    dicts with string values (and roles in `roles` unless it is None)."""
+def _messages(where: str, value, roles, name: str = "messages") -> list[dict]:
+    """The `messages` value (field or column `name`) of one line or row, checked: a list
+    of {"role", "content"} dicts with string values (and roles in `roles` unless it is
+    None)."""
     if not isinstance(value, list):
-        raise InputError(f"{where}: no 'messages' list")
+        raise InputError(f"{where}: no '{name}' list")
     out = []
     for k, m in enumerate(value):
         if not isinstance(m, dict):
@@ -478,48 +829,54 @@ def _messages(where: str, value, roles) -> list[dict]:
     return out
 
 
-def _iter_jsonl_conversations(p: Path, compression: str | None, roles):
+def _iter_jsonl_conversations(p: Path, compression: str | None, roles,
+                              field: str = "messages"):
     for lineno, line in _lines(p, compression):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:         # JSONDecodeError, UnicodeDecodeError
-            raise InputError(f"{p}:{lineno}: not valid JSON: {_first_line(e)}") from None
-        value = obj.get("messages") if isinstance(obj, dict) else None
-        yield _messages(f"{p}:{lineno}", value, roles)
+        obj, value = _json_value(p, lineno, line, field)
+        if value is None and not (isinstance(obj, dict) and field in obj):
+            raise InputError(f"{p}:{lineno}: no '{field}' list{_fields(obj)}")
+        yield _messages(f"{p}:{lineno}", value, roles, field)
 
 
-def _iter_parquet_conversations(p: Path, batch_rows: int, roles):
+def _iter_parquet_conversations(p: Path, batch_rows: int, roles, column: str = "messages"):
     import pyarrow as pa
 
-    pf, kind = _open_parquet(p, "messages")
+    pf, kind = _open_parquet(p, column)
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or \
             not pa.types.is_struct(kind.value_type):
-        raise InputError(f"{p}: column 'messages' holds {kind}, expected a list of "
+        raise InputError(f"{p}: column '{column}' holds {kind}, expected a list of "
                          "structs with role and content")
-    for first, column in _parquet_batches(p, pf, "messages", batch_rows):
-        for k, value in enumerate(column.to_pylist()):
+    nulls = 0
+    for first, array in _parquet_batches(p, pf, column, batch_rows):
+        nulls += array.null_count
+        for k, value in enumerate(array.to_pylist()):
             if value is not None:
-                yield _messages(f"{p}: row {first + k}", value, roles)
+                yield _messages(f"{p}: row {first + k}", value, roles, column)
+    _note_nulls(p, column, nulls)
 
 
-def iter_conversations(path, *, roles=CHAT_ROLES, batch_rows: int = PARQUET_BATCH_ROWS):
+def iter_conversations(path, *, roles=CHAT_ROLES, batch_rows: int = PARQUET_BATCH_ROWS,
+                       read_options: ReadOptions | None = None):
     """The conversations of one JSONL (`messages` field) or Parquet (`messages` column)
-    file, read as a stream: each a list of {"role": str, "content": str}. A line or row
-    that is not JSON, has no `messages` list, or holds a message without a string role
-    and content, or with a role not in `roles` (None: any), raises InputError naming the
-    file and the line (`FILE:LINE: ...`) or row (`FILE: row N: ...`). Blank lines and
-    null rows are skipped."""
+    file (a path, or a StdinInput), read as a stream: each a list of {"role": str,
+    "content": str}. A line or row that is not JSON, has no `messages` list, or holds a
+    message without a string role and content, or with a role not in `roles` (None:
+    any), raises InputError naming the file and the line (`FILE:LINE: ...`) or row
+    (`FILE: row N: ...`). Blank lines and null rows (NullsSkipped) are skipped.
+    read_options (ReadOptions): its column and field name another column or field
+    than `messages`."""
+    options = read_options or ReadOptions()
     p = check_file(path)
     fmt, compression = file_format(p)
     if fmt == "parquet":
         if compression:
             raise InputError(f"{p}: a compressed Parquet file is not supported "
                              "(Parquet compresses its columns itself)")
-        return _iter_parquet_conversations(p, batch_rows, roles)
+        return _iter_parquet_conversations(p, batch_rows, roles, options.column_name(True))
     if fmt == "jsonl":
-        return _iter_jsonl_conversations(p, compression, roles)
+        return _iter_jsonl_conversations(p, compression, roles, options.field_name(True))
     raise InputError(f"{p}: chat input must be JSONL (.jsonl, .ndjson) or Parquet with "
                      "'messages'")
 
@@ -536,26 +893,30 @@ def _as_paths(paths) -> list:
 
 
 def iter_batches(paths, batch_bytes: int = BATCH_BYTES, *, separator=None,
-                 limit_bytes: int | None = None):
-    """The documents of every file in `paths` (one path or a list), in order, as lists
-    of bytes of about `batch_bytes` bytes each (a batch ends with the document that
-    reaches batch_bytes; a longer document is a batch of its own). Every file is
-    checked before the first batch; a file without any document raises InputError.
-    With `limit_bytes`, whole documents are read until their total reaches it."""
+                 limit_bytes: int | None = None, read_options: ReadOptions | None = None):
+    """The documents of every file in `paths` (one path or a list; a StdinInput among
+    them), in order, as lists of bytes of about `batch_bytes` bytes each (a batch ends
+    with the document that reaches batch_bytes; a longer document is a batch of its
+    own). Every file is checked before the first batch; a file without any document
+    raises InputError. With `limit_bytes`, whole documents are read until their total
+    reaches it. read_options / separator: as for iter_documents."""
+    options = _read_options(read_options, separator)
     files = _checked(paths)
     return _batches(files, max(1, int(batch_bytes)),
-                    lambda p: _iter_batch_items(p, separator), len, "documents",
+                    lambda p: _iter_batch_items(p, options), len, "documents",
                     int(limit_bytes) if limit_bytes else None)
 
 
 def iter_conversation_batches(paths, batch_bytes: int = BATCH_BYTES, *, roles=CHAT_ROLES,
-                              limit_bytes: int | None = None):
+                              limit_bytes: int | None = None,
+                              read_options: ReadOptions | None = None):
     """iter_batches for chat input: lists of conversations (see iter_conversations)
     whose contents add up to about `batch_bytes` UTF-8 bytes."""
     files = _checked(paths)
     return _batches(files, max(1, int(batch_bytes)),
-                    lambda p: iter_conversations(p, roles=roles), conversation_bytes,
-                    "conversations", int(limit_bytes) if limit_bytes else None)
+                    lambda p: iter_conversations(p, roles=roles, read_options=read_options),
+                    conversation_bytes, "conversations",
+                    int(limit_bytes) if limit_bytes else None)
 
 
 def _checked(paths) -> list[Path]:
@@ -650,13 +1011,15 @@ class TextBatchBuilder:
             yield self.flush()
 
 
-def read_documents(path, limit_bytes: int | None = None, *, separator=None) -> list[bytes]:
+def read_documents(path, limit_bytes: int | None = None, *, separator=None,
+                   read_options: ReadOptions | None = None) -> list[bytes]:
     """The documents of one file, as bytes. With `limit_bytes`, whole documents are read
-    until their total reaches it (so the result may pass it by less than one document)."""
+    until their total reaches it (so the result may pass it by less than one document).
+    read_options / separator: as for iter_documents."""
     limit = int(limit_bytes) if limit_bytes else None
     docs: list[bytes] = []
     total = 0
-    it = iter_documents(path, separator=separator)
+    it = iter_documents(path, separator=separator, read_options=read_options)
     for doc in it:
         docs.append(doc)
         total += len(doc)

@@ -131,9 +131,10 @@ def _my_threads(threads, threads_map):
 
 def count_shard(path: str, *, separator=None, max_word_bytes: int = 256,
                 batch_bytes: int = 16 << 20, threads=None, threads_map=None,
-                pretokenizer=DEFAULT_PRETOKENIZER):
-    """Count the words of one file, cut by `pretokenizer`; (word bytes, ends, counts,
-    text bytes, documents)."""
+                pretokenizer=DEFAULT_PRETOKENIZER, read_options=None):
+    """Count the words of one file, cut by `pretokenizer`, read as `read_options`
+    (harness.corpora.ReadOptions) or `separator` say; (word bytes, ends, counts, text
+    bytes, documents)."""
     from .buffers import Packer
     from .corpora import iter_batches, prefetch
     from .train import MAX_THREADS, WordTable
@@ -144,7 +145,8 @@ def count_shard(path: str, *, separator=None, max_word_bytes: int = 256,
     # one Packer reused for every batch (as harness.train does): no fresh buffer each
     packer = Packer()
     try:
-        for docs in prefetch(iter_batches(path, batch_bytes, separator=separator)):
+        for docs in prefetch(iter_batches(path, batch_bytes, separator=separator,
+                                          read_options=read_options)):
             ptr, ends, n = packer.pack(docs)
             table._count_packed(ptr, ends, threads, max_word_bytes)
             size += n
@@ -173,12 +175,13 @@ def merge_exports(*parts):
 def train_distributed(inputs, vocab_size: int, client, *, threads=None, naive=False,
                       max_word_bytes: int = 256, min_count: int = 1, verify=False,
                       separator=None, batch_bytes: int = 16 << 20, progress=None,
-                      fan_in: int = FAN_IN, pretokenizer=DEFAULT_PRETOKENIZER):
+                      fan_in: int = FAN_IN, pretokenizer=DEFAULT_PRETOKENIZER,
+                      read_options=None):
     """harness.train on a Dask cluster: count per file on the workers, merge the tables
     in a tree on the workers, learn the merges here (see the module doc). `threads`:
     library threads per counting task (default: the worker machine's cores shared
-    out) and for the local merge loop (default: all cores here). `pretokenizer`: as
-    for harness.train."""
+    out) and for the local merge loop (default: all cores here). `pretokenizer`,
+    `separator`, `read_options`: as for harness.train."""
     from dask.distributed import as_completed
 
     from .corpora import check_file, estimate_bytes
@@ -194,7 +197,7 @@ def train_distributed(inputs, vocab_size: int, client, *, threads=None, naive=Fa
     run = uuid.uuid4().hex[:8]
     report("count", 0, total_est)
     t0 = time.perf_counter()
-    level = [client.submit(count_shard, f, separator=separator,
+    level = [client.submit(count_shard, f, separator=separator, read_options=read_options,
                            max_word_bytes=max_word_bytes, batch_bytes=batch_bytes,
                            threads=threads, threads_map=threads_map,
                            pretokenizer=pretok.name, key=f"asmbpe-count-{run}-{k}",
@@ -260,7 +263,7 @@ def _tokenizer(tok_bytes: bytes):
 
 def encode_shard(path: str, tok_bytes: bytes, out: str, *, chat=False, separator=None,
                  batch_bytes: int = 8 << 20, threads=None, threads_map=None,
-                 doc_token="default", doc_token_at="start") -> dict:
+                 doc_token="default", doc_token_at="start", read_options=None) -> dict:
     """Encode one file into the .tok file `out` (atomic); its counts. tok_bytes:
     tokenizer.bin, version 1 or 2 (a loaded vocabulary)."""
     from .pipeline import encode_to_tok
@@ -268,7 +271,7 @@ def encode_shard(path: str, tok_bytes: bytes, out: str, *, chat=False, separator
     tok = _tokenizer(tok_bytes)
     s = encode_to_tok(tok, [path], out, chat=chat, threads=_my_threads(threads, threads_map),
                       separator=separator, batch_bytes=batch_bytes, doc_token=doc_token,
-                      doc_token_at=doc_token_at)
+                      doc_token_at=doc_token_at, read_options=read_options)
     return dict(tokens=s.tokens, documents=s.documents, source_bytes=s.source_bytes,
                 special_tokens=s.special_tokens)
 
@@ -302,10 +305,12 @@ def shard_name(index: int, path) -> str:
 
 def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separator=None,
                    threads=None, batch_bytes: int = 8 << 20, progress=None,
-                   doc_token="default", doc_token_at="start") -> ShardSummary:
+                   doc_token="default", doc_token_at="start",
+                   read_options=None) -> ShardSummary:
     """Encode each input file into its own .tok shard in `outdir` plus manifest.json
     (see the module doc), on the Dask `client`'s workers, or here one after another
-    when client is None. progress(source bytes done) after each shard."""
+    when client is None. progress(source bytes done) after each shard. separator /
+    read_options: how the files are read (as for harness.pipeline.encode_to_tok)."""
     from .corpora import check_file
 
     paths = [check_file(p) for p in inputs]
@@ -322,7 +327,7 @@ def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separa
     names = [shard_name(i, p) for i, p in enumerate(paths)]
     tok_bytes = tokenizer.to_bytes()
     kw = dict(chat=chat, separator=separator, batch_bytes=batch_bytes, doc_token=doc_token,
-              doc_token_at=doc_token_at)
+              doc_token_at=doc_token_at, read_options=read_options)
     results: list = [None] * len(paths)
     done_bytes = 0
     try:

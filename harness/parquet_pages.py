@@ -17,6 +17,7 @@ so that a damaged page is refused here where pyarrow refuses it
 """
 from __future__ import annotations
 
+import os
 import struct
 
 __all__ = ["row_group_arrays"]
@@ -80,7 +81,7 @@ def _plain_strings(p, pf, g: int, column: str, batch_rows: int):
     optional = leaf.max_definition_level == 1
     rows = md.row_group(g).num_rows
     start = chunk.data_page_offset
-    with pa.memory_map(str(p)) as f:    # pages are decompressed from the page cache
+    with pa.memory_map(os.fspath(p)) as f:  # pages are decompressed from the page cache
         f.seek(start)
         data = memoryview(f.read_buffer(chunk.total_compressed_size)).cast("B")
         pos = got = 0

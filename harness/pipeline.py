@@ -68,7 +68,8 @@ def tok_version(tokenizer, doc_token=DEFAULT, doc_token_at: str = "start",
 
 def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None = None,
                   separator=None, batch_bytes: int = BLOCK_BYTES, prefetch_depth: int = 1,
-                  doc_token=DEFAULT, doc_token_at: str = "start", counts: bool = False):
+                  doc_token=DEFAULT, doc_token_at: str = "start", counts: bool = False,
+                  read_options=None):
     """Encode input files (harness.corpora formats) block by block, as SPEC §5 lays
     documents out: yields (tokens uint16, documents, source bytes) per block of about
     `batch_bytes` source bytes. Plain documents become <|bos|> + text
@@ -78,7 +79,8 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
     while this one is encoded. InputError for bad input, naming the file and line or
     row. doc_token / doc_token_at: the special put at each plain document's start or
     end (`doc_token_of`). counts: yield a fourth item, each document's token count
-    (uint64), for the version-2 index."""
+    (uint64), for the version-2 index. read_options (harness.corpora.ReadOptions) /
+    separator: how documents are read (see harness.corpora.iter_documents)."""
     from .buffers import batch_bytes_of
     from .corpora import conversation_bytes, iter_batches, iter_conversation_batches, prefetch
 
@@ -87,7 +89,9 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
             raise ValueError(f"chat encoding needs vocab_size <= {CHAT_MAX_VOCAB} (MASKBIT "
                              f"0x8000 marks the tokens to learn); the tokenizer has "
                              f"{tokenizer.vocab_size}")
-        for convs in prefetch(iter_conversation_batches(inputs, batch_bytes), prefetch_depth):
+        for convs in prefetch(iter_conversation_batches(inputs, batch_bytes,
+                                                        read_options=read_options),
+                              prefetch_depth):
             parts = [tokenizer.render_chat(c) for c in convs]
             tokens = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
             out = (tokens, len(convs), sum(map(conversation_bytes, convs)))
@@ -101,7 +105,8 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
         def warm():
             tokenizer.encode_many([b""], threads, bos=bos)
 
-        for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator),
+        for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator,
+                                          read_options=read_options),
                              prefetch_depth, meanwhile=warm):
             tokens, doc_counts = tokenizer.encode_many(docs, threads, bos=bos)
             if token_id is not None and not bos:
@@ -130,14 +135,15 @@ class EncodeSummary:
 def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
                   threads: int | None = None, separator=None, progress=None,
                   batch_bytes: int = BLOCK_BYTES, prefetch_depth: int = 1,
-                  doc_token=DEFAULT, doc_token_at: str = "start") -> EncodeSummary:
+                  doc_token=DEFAULT, doc_token_at: str = "start",
+                  read_options=None) -> EncodeSummary:
     """Encode the input files (see encode_blocks) into the `.tok` file `output`,
     atomically (TokWriter: nothing is left at `output` when anything fails). progress,
     when given, is called with the source bytes done after each block. batch_bytes:
     source bytes per block (memory in flight is about 8 blocks, plus prefetch_depth - 1
     read ahead; each block's tokens are written on a writer thread while the next block
-    is encoded). doc_token / doc_token_at: see encode_blocks; the `.tok` version
-    follows `tok_version`."""
+    is encoded). doc_token / doc_token_at / read_options: see encode_blocks; the `.tok`
+    version follows `tok_version`."""
     from concurrent.futures import ThreadPoolExecutor
 
     version, width = tok_version(tokenizer, doc_token, doc_token_at, chat)
@@ -154,7 +160,8 @@ def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
         for tokens, docs, nbytes, counts in encode_blocks(
                 tokenizer, inputs, chat=chat, threads=threads, separator=separator,
                 batch_bytes=batch_bytes, prefetch_depth=prefetch_depth,
-                doc_token=doc_token, doc_token_at=doc_token_at, counts=True):
+                doc_token=doc_token, doc_token_at=doc_token_at, counts=True,
+                read_options=read_options):
             if chat:                            # roles, <|end|>, <|bos|>
                 plain = tokens & np.uint16(~MASKBIT & 0xFFFF)
                 specials += int(np.count_nonzero(np.isin(plain, special_ids)))

@@ -43,7 +43,7 @@ import numpy as np
 
 from ._lib import ffi, lib
 from .buffers import Packer, Padded
-from .corpora import estimate_bytes, iter_batches, prefetch
+from .corpora import ReadOptions, estimate_bytes, iter_batches, prefetch
 from .errors import AsmbpeError
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
@@ -198,7 +198,8 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
           naive: bool = False, max_word_bytes: int = 256, min_count: int = 1,
           verify: bool = False, progress: Progress | None = None, *,
           pretokenizer: str | int = DEFAULT_PRETOKENIZER, batch_bytes: int = BATCH_BYTES,
-          separator: bytes | str | None = None, per_merge: bool = False) -> TrainResult:
+          separator: bytes | str | None = None, per_merge: bool = False,
+          read_options: ReadOptions | None = None) -> TrainResult:
     """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
 
     inputs: bytes or str (one document), a list/tuple/iterable of them (one document
@@ -221,8 +222,9 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
     progress: called as progress("count", bytes_counted, bytes_estimated_or_None)
         after each batch, progress("merge", 0, merges_asked) before the merge loop and
         progress("merge", merges_learned, merges_asked) after it.
-    batch_bytes: text bytes per asmbpe_count_words call; separator: for plain text
-        files, see harness.corpora.iter_documents.
+    batch_bytes: text bytes per asmbpe_count_words call; separator (plain text
+        files) or read_options (harness.corpora.ReadOptions: separator, lines, column,
+        field): how files are read, see harness.corpora.iter_documents.
     per_merge: keep stats["per_merge"], an (M, 3) uint64 array: for each merge the
         rdtsc cycles from its choice to the next merge's, the words it rewrote and
         the pairs it replaced (not kept with naive=True).
@@ -243,7 +245,8 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
     kind, items = _classify(inputs)
     if kind == "files":
         total_est = estimate_bytes(items)
-        batches = prefetch(iter_batches(items, batch_bytes, separator=separator))
+        batches = prefetch(iter_batches(items, batch_bytes, separator=separator,
+                                        read_options=read_options))
     else:
         total_est = sum(len(d) for d in items)
         batches = _doc_batches(items, batch_bytes)

@@ -1,6 +1,6 @@
 """The `asmbpe` command line (click).
 
-    asmbpe split FILE            chunks of FILE joined by |  (--pretokenizer NAME: nanochat)
+    asmbpe split FILE|-          chunks of FILE joined by |  (--pretokenizer NAME: nanochat)
     asmbpe train INPUT... -o tokenizer.bin   learn merges (SPEC §4), write tokenizer.bin
                                  (--pretokenizer NAME, default nanochat, kept in the file)
     asmbpe encode INPUT... -t tokenizer.bin -o out.tok [--chat]   encode into a .tok file

@@ -2,6 +2,7 @@
 options, the options several commands take, and writing to a stdout that may close."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -172,6 +173,75 @@ _SEPARATOR = click.option(
     "--separator", default=None, metavar="LINE",
     help="Plain text files: documents are separated by lines equal to LINE ('' = a blank "
          "line); default: one document per file.")
+
+
+def _read_option_flags(fn):
+    """--column NAME, --field NAME and --lines (see harness.corpora.ReadOptions)."""
+    fn = click.option(
+        "--lines", "per_line", is_flag=True,
+        help="Plain text files: every line is a document (empty lines skipped); not "
+             "with --separator.")(fn)
+    fn = click.option(
+        "--field", default=None, metavar="NAME",
+        help="JSONL: the field holding the text (default: text, or messages with "
+             "--chat).")(fn)
+    return click.option(
+        "--column", default=None, metavar="NAME",
+        help="Parquet: the column holding the text (default: text, or messages with "
+             "--chat).")(fn)
+
+
+def _read_options(separator=None, column=None, field=None, per_line=False):
+    """The ReadOptions of the command's --separator, --column, --field and --lines;
+    InputError when they do not go together."""
+    from ..corpora import ReadOptions
+
+    try:
+        return ReadOptions(separator=separator, column=column, field=field, lines=per_line)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
+def _inputs(specs, cluster: str | None = None) -> list:
+    """The command's INPUT arguments as files (harness.corpora.resolve_inputs: `-` is
+    standard input); standard input is refused where workers read the files (`cluster`:
+    the option that sends them there, e.g. "--cluster")."""
+    from ..corpora import StdinInput, resolve_inputs
+
+    files = resolve_inputs(specs)
+    if cluster and any(isinstance(p, StdinInput) for p in files):
+        raise InputError(f"-: standard input cannot be read with {cluster} (each input "
+                         "file is a shard its worker reads); give files")
+    return files
+
+
+@contextlib.contextmanager
+def _input_notes(before=None):
+    """Within: the notes of reading the inputs (harness.corpora.NullsSkipped warnings,
+    from any thread) are kept, and printed when the block ends without an error, one
+    `asmbpe: note: ...` line each on stderr, after `before()` (the progress output's
+    close: the notes would cut its line)."""
+    import warnings
+
+    from ..corpora import NullsSkipped
+
+    notes: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", NullsSkipped)
+        show = warnings.showwarning
+
+        def keep(message, category, *args, **kw):
+            if issubclass(category, NullsSkipped):
+                notes.append(message)
+            else:
+                show(message, category, *args, **kw)
+
+        warnings.showwarning = keep
+        yield
+    if notes and before is not None:
+        before()
+    for note in notes:
+        click.echo(f"asmbpe: note: {note}", err=True)
 
 
 def _write_stdout_bytes(pieces) -> None:

@@ -15,6 +15,7 @@ from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _che
                      _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
                      _quiet_broken_pipe, _readers, _tokenizer_options, _write_stdout,
                      _write_stdout_bytes)
+from .common import _input_notes, _inputs, _read_option_flags, _read_options
 from .progress import BytesProgress
 
 
@@ -30,14 +31,17 @@ from .progress import BytesProgress
 @click.option("-q", "--quiet", is_flag=True, help="Accepted for symmetry: split prints its "
               "result only.")
 def split(file, pretokenizer, fmt, quiet):
-    """Print the pre-tokenizer chunks of FILE (raw bytes) joined by | (or, with
-    --format, as JSON lines or byte offsets)."""
+    """Print the pre-tokenizer chunks of FILE (raw bytes; `-`: standard input) joined
+    by | (or, with --format, as JSON lines or byte offsets)."""
+    from ..corpora import STDIN
     from ..pretok import split as asm_split
     from ..pretok import split_offsets
 
-    path = check_file(file)
     try:
-        data = path.read_bytes()
+        if file == STDIN:
+            data = sys.stdin.buffer.read()
+        else:
+            data = check_file(file).read_bytes()
     except OSError as e:
         raise InputError(f"{file}: cannot read: {e.strerror or e}") from None
     if not data:
@@ -88,6 +92,7 @@ def _split_lines(data: bytes, ends: list[int], fmt: str):
 @click.option("--doc-token-at", type=click.Choice(["start", "end"]), default="start",
               show_default=True, help="Where --doc-token goes.")
 @_SEPARATOR
+@_read_option_flags
 @_MEMORY
 @_CLUSTER
 @click.option("--shards", "sharded", is_flag=True,
@@ -95,14 +100,17 @@ def _split_lines(data: bytes, ends: list[int], fmt: str):
                    "with one .tok per input file and manifest.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, doc_token,
-           doc_token_at, separator, memory, cluster, sharded, quiet):
+           doc_token_at, separator, column, field, per_line, memory, cluster, sharded,
+           quiet):
     """Encode INPUT files into a .tok file (SPEC §7): each document as <|bos|> + its
     text, or with --chat each conversation as <|bos|>, then <|role|> content <|end|>
     per message.
 
-    INPUT: Parquet (`text`, or `messages` with --chat), JSONL (`text` / `messages`) or,
-    without --chat, plain text; JSONL and text optionally .gz / .zst. Progress goes to
-    stderr, the summary to stdout. On any error nothing is left at the output path.
+    INPUT: Parquet (`text`, or `messages` with --chat; --column), JSONL (`text` /
+    `messages`; --field) or, without --chat, plain text (one document per file, or
+    --separator, or --lines); JSONL and text optionally .gz / .zst; `-` is standard
+    input (its format told by its first bytes). Progress goes to stderr, the summary
+    to stdout. On any error nothing is left at the output path.
 
     With --cluster ADDRESS (or --shards, on this machine) OUTPUT is a directory: each
     INPUT becomes OUTPUT/NNNNN-NAME.tok, listed with its counts in
@@ -128,15 +136,16 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
         doc_token_of(tok, doc_token, doc_token_at)
     except ValueError as e:
         raise InputError(str(e)) from None
-    files = [check_file(p) for p in inputs]
+    read = _read_options(separator, column, field, per_line)
+    files = _inputs(inputs, "--cluster" if cluster else "--shards" if sharded else None)
     budget = _memory(memory)
     batch_bytes = BLOCK_BYTES
     if budget is not None:
         batch_bytes = budget_batch_bytes(budget, "encode", files)
-        if not chat:
+        if not chat and not per_line:
             check_streamable(files, batch_bytes, separator)
     if cluster or sharded:
-        return _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes,
+        return _encode_sharded(tok, files, output, chat, threads, read, batch_bytes,
                                cluster, quiet, doc_token, doc_token_at)
     out = _check_output(output)
     # chat: the files hold JSON around the contents, so their size is no estimate
@@ -145,9 +154,9 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
     t0 = time.perf_counter()
     try:
         with (arrow_memory_kept(_readers(threads)) if budget is None
-              else contextlib.nullcontext()):
+              else contextlib.nullcontext()), _input_notes(progress.close):
             s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
-                              separator=separator, progress=progress,
+                              read_options=read, progress=progress,
                               batch_bytes=batch_bytes,
                               prefetch_depth=PREFETCH_BLOCKS if budget is None else 1,
                               doc_token=doc_token, doc_token_at=doc_token_at)
@@ -164,7 +173,7 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
                f"{took:.2f} s, {rate:.1f} MB/s -> {out}")
 
 
-def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, cluster,
+def _encode_sharded(tok, files, output, chat, threads, read, batch_bytes, cluster,
                     quiet, doc_token="default", doc_token_at="start"):
     from ..corpora import estimate_bytes
     from ..distributed import encode_sharded
@@ -184,9 +193,11 @@ def _encode_sharded(tok, files, output, chat, threads, separator, batch_bytes, c
         client = None
         if cluster:
             client, close = _open_cluster(cluster)
-        s = encode_sharded(tok, files, out, client=client, chat=chat, threads=threads,
-                           separator=separator, batch_bytes=batch_bytes, progress=progress,
-                           doc_token=doc_token, doc_token_at=doc_token_at)
+        with _input_notes(progress.close):     # (the notes of this machine's reading)
+            s = encode_sharded(tok, files, out, client=client, chat=chat, threads=threads,
+                               read_options=read, batch_bytes=batch_bytes,
+                               progress=progress, doc_token=doc_token,
+                               doc_token_at=doc_token_at)
     except ValueError as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -303,6 +314,7 @@ def _pretokenizer_of(tok) -> str:
 @click.option("--chat", is_flag=True, help="INPUT files hold conversations (as encode --chat).")
 @click.option("--threads", type=int, default=None, help="Encoding threads for INPUT files.")
 @_SEPARATOR
+@_read_option_flags
 @click.option("--json", "as_json", is_flag=True,
               help="Print the figures as one JSON object (the top tokens with their bytes "
                    "in hex) instead of the table.")
@@ -312,36 +324,42 @@ def _pretokenizer_of(tok) -> str:
               help="Instead of the figures, read each FILE.tok whole and check it: the "
                    "checksum (version 2), the documents and source bytes recounted, every "
                    "id a token of -t. Prints `verified: ...` per file.")
-def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator, as_json,
-          quiet, verify):
+def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separator, column,
+          field, per_line, as_json, quiet, verify):
     """Documents, source bytes, tokens, bytes per token and the most frequent tokens of
     .tok files (read as they are) and INPUT files (encoded first, as `asmbpe encode`
     would), and the tokenizer's pre-tokenizer. Bytes per token counts text tokens only
     (specials left out)."""
+    from ..corpora import StdinInput
     from ..show import TokenStats, format_stats
     from ..pipeline import encode_blocks
     from ..tokfile import is_tok_file, read_tok
 
     _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
-    files = [check_file(p) for p in inputs]
+    read = _read_options(separator, column, field, per_line)
+    files = _inputs(inputs)
+    # only regular files are looked into: a FIFO or stdin is read once, as an INPUT
+    tok_files = [p for p in files if not isinstance(p, StdinInput) and Path(p).is_file()
+                 and is_tok_file(p)]
     if verify:
-        return _verify_tok_files(files, [p for p in files if is_tok_file(p)], tok)
+        return _verify_tok_files(files, tok_files, tok)
     st = TokenStats(tok.vocab_size, special_ids=sorted(tok.specials.values()))
     try:
-        for path in files:
-            if is_tok_file(path):
-                tf = read_tok(path, tok)
-                tf.check_counts()               # the header's counts against the tokens
-                for block in tf.blocks():
-                    st.add(block, chat=tf.chat)
-                st.documents += tf.n_documents
-                st.source_bytes += tf.source_bytes
-        others = [p for p in files if not is_tok_file(p)]
+        for path in tok_files:
+            tf = read_tok(path, tok)
+            tf.check_counts()                   # the header's counts against the tokens
+            for block in tf.blocks():
+                st.add(block, chat=tf.chat)
+            st.documents += tf.n_documents
+            st.source_bytes += tf.source_bytes
+        others = [p for p in files if p not in tok_files]
         if others:
-            for tokens, docs, nbytes in encode_blocks(tok, others, chat=chat, threads=threads,
-                                                      separator=separator):
-                st.add(tokens, docs, nbytes, chat=chat)
+            with _input_notes():
+                for tokens, docs, nbytes in encode_blocks(tok, others, chat=chat,
+                                                          threads=threads,
+                                                          read_options=read):
+                    st.add(tokens, docs, nbytes, chat=chat)
     except ValueError as e:
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     pretok = None if tok.is_loaded else _pretokenizer_of(tok)

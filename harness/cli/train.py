@@ -5,9 +5,10 @@ import contextlib
 
 import click
 
-from ..corpora import InputError, check_file
+from ..corpora import InputError
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _check_output, _fail, _mb, _memory,
                      _open_cluster, _pretokenizer_option, _readers)
+from .common import _input_notes, _inputs, _read_option_flags, _read_options
 from .progress import TrainProgress
 
 
@@ -27,6 +28,7 @@ from .progress import TrainProgress
 @click.option("--separator", default=None, metavar="LINE",
               help="Plain text files: documents are separated by lines equal to LINE "
                    "('' = a blank line); default: one document per file.")
+@_read_option_flags
 @click.option("--naive", is_flag=True,
               help="The library's naive twin: recount every pair for every merge (slow).")
 @click.option("--verify", is_flag=True,
@@ -36,12 +38,14 @@ from .progress import TrainProgress
 @_MEMORY
 @_CLUSTER
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separator, naive,
-          verify, pretokenizer, memory, cluster, quiet):
+def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separator, column,
+          field, per_line, naive, verify, pretokenizer, memory, cluster, quiet):
     """Learn byte-level BPE merges from INPUT files and write tokenizer.bin.
 
-    INPUT: Parquet (`text` column), JSONL (`text` field) or plain text, JSONL and
-    text optionally .gz / .zst. Progress goes to stderr, the summary to stdout.
+    INPUT: Parquet (`text` column, or --column), JSONL (`text` field, or --field) or
+    plain text (one document per file, or --separator, or --lines), JSONL and text
+    optionally .gz / .zst; `-` is standard input (its format told by its first bytes).
+    Progress goes to stderr, the summary to stdout.
     """
     from ..train import TrainError
     from ..train import train as run_train
@@ -50,12 +54,14 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from ..train import BATCH_BYTES
 
     out = _check_output(output)
-    files = [check_file(p) for p in inputs]
+    read = _read_options(separator, column, field, per_line)
+    files = _inputs(inputs, "--cluster" if cluster else None)
     budget = _memory(memory)
     batch_bytes = BATCH_BYTES
     if budget is not None:
         batch_bytes = budget_batch_bytes(budget, "train", files)
-        check_streamable(files, batch_bytes, separator)
+        if not per_line:
+            check_streamable(files, batch_bytes, separator)
     progress = TrainProgress(enabled=not quiet)
     close = None
     try:
@@ -66,15 +72,15 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
             result = train_distributed(files, vocab_size, client, threads=threads,
                                        naive=naive, max_word_bytes=max_word_bytes,
                                        min_count=min_count, verify=verify,
-                                       separator=separator, batch_bytes=batch_bytes,
+                                       read_options=read, batch_bytes=batch_bytes,
                                        progress=progress, pretokenizer=pretokenizer)
         else:
             with (arrow_memory_kept(_readers(threads)) if budget is None
-                  else contextlib.nullcontext()):
+                  else contextlib.nullcontext()), _input_notes(progress.close):
                 result = run_train(files, vocab_size=vocab_size, threads=threads,
                                    naive=naive, max_word_bytes=max_word_bytes,
                                    min_count=min_count, verify=verify, progress=progress,
-                                   separator=separator, batch_bytes=batch_bytes,
+                                   read_options=read, batch_bytes=batch_bytes,
                                    pretokenizer=pretokenizer)
     except (ValueError, TypeError, TrainError) as e:
         progress.close()
