@@ -12,6 +12,7 @@
     asmbpe bench pretok          pre-tokenizer speed on the shared corpora (--pretokenizer)
     asmbpe bench train           training speed against rustbpe, tokenizers, gigatoken
     asmbpe bench encode          encoding speed against tiktoken, tokenizers, gigatoken
+    asmbpe bench ladder          the optimization ladder: naive Python -> asmbpe, rung by rung
     asmbpe profile train|encode|pretok   cycles per phase and thread [--perf --callgrind --plot]
                                  (--cluster: the distributed path against one process)
     asmbpe data fetch fineweb-edu|smoltalk --shards 0-3   download shards into the cache

@@ -147,6 +147,51 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
         click.echo(f"wrote {len(rows)} rows to {json_path}")
 
 
+@bench.command("ladder", context_settings=CONTEXT)
+@click.option("--corpus", default="english", show_default=True,
+              type=click.Choice(["english", "multilingual", "code"]),
+              help="The shared corpus to train on.")
+@click.option("--limit-mb", type=click.FloatRange(min=0), default=1, show_default=True,
+              help="Read about this many MB of whole documents (0 = all).")
+@click.option("--vocab-size", type=int, default=512, show_default=True,
+              help="256 + merges + 16.")
+@click.option("--budget-s", type=click.FloatRange(min=0, min_open=True), default=20,
+              show_default=True,
+              help="Seconds per Python rung; a rung still running then stops and its "
+                   "time is extrapolated from the merges it made (and marked so).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+@click.option("--plot", metavar="PATH.png", default=None,
+              help="Draw the times as bars (log scale) to PATH.png (needs matplotlib: "
+                   "pip install 'asmbpe[plot]').")
+@_pretokenizer_option("The pre-tokenizer of every rung")
+@_BENCH_INPUT
+@_SEPARATOR
+def ladder_bench(corpus, limit_mb, vocab_size, budget_s, json_path, plot, pretokenizer,
+                 input_path, separator):
+    """The optimization ladder: the same training through each rung, from the naive
+    Python loop (recount every pair per merge) through incremental counts, a pair
+    index, deduplicated words and a lazy heap to the assembly trainer on 1 and on all
+    threads; time, speed-ups, and whether every rung learns asmbpe's merges."""
+    from ..dev.ladder import check_plot, ladder, plot_ladder, write_rows
+
+    for path in (json_path, plot):
+        if path:
+            _check_output(path)
+    if plot:
+        check_plot()
+    rows = ladder(corpus, limit_mb, vocab_size, budget_s, pretokenizer, input_path,
+                  separator, out=click.echo)
+    if json_path:
+        write_rows(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+    if plot:
+        r = rows[0]
+        plot_ladder(rows, plot, title=f"the optimization ladder: {r['corpus']}, "
+                    f"{r['bytes'] / 1e6:.2f} MB, vocab {r['vocab_size']}, {r['pretokenizer']}")
+        click.echo(f"plot: wrote {plot}")
+
+
 @bench.command("encode", context_settings=CONTEXT)
 @click.option("--corpus", default="english", show_default=True,
               type=click.Choice(["english", "multilingual", "code"]),
