@@ -24,20 +24,26 @@ tokens are the tokens `asmbpe encode INPUT... -o one.tok` writes, and the shard 
 are the same bytes whether they were written by one process (`client=None`, `asmbpe
 encode --shards`) or by any number of workers.
 
-Failures: workers write into `OUTDIR/.staging-RUNID/` (each shard under a temporary
-name, renamed when complete). A worker that dies mid-shard is replaced by Dask and its
-shard is run again elsewhere (its temporary file is left in the staging directory).
-Only when every shard is done does the driver delete an old manifest, move the shards
-into OUTDIR and write the new manifest (temporary name, then rename). After a failure
-the driver waits for the shards still running, removes the staging directory and
-raises: no partial shard, no stray temporary file and no manifest is left behind.
+Failures: workers write into `OUTDIR/.staging-PID-RUNID/` (PID: the driver's; each shard
+through harness.files.AtomicFile, an unnamed file where the file system allows, else a
+temporary name, renamed when complete). A worker that dies mid-shard is replaced by
+Dask and its shard is run again elsewhere (a named temporary it leaves in the staging
+directory goes with it). Only when every shard is done does the driver delete an old
+manifest, move the shards into OUTDIR, write the new manifest (atomically) and then
+remove the shards of an earlier run that the new set does not replace (those its
+manifest names or named like shards, `NNNNN-NAME.tok`, that are `.tok` files and not
+inputs of this run; nothing else in OUTDIR is touched). After a failure, SIGTERM or
+SIGHUP the driver removes the staging directory (after a worker's failure it first
+waits for the shards still running) and raises: no partial shard, no stray temporary
+file and no manifest is left behind. A staging directory that a killed driver left is
+removed by the next run into OUTDIR (harness.files.sweep_stale).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -45,13 +51,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import staging_dir, sweep_stale, write_atomic
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 
 __all__ = ["connect", "train_distributed", "encode_sharded", "read_manifest",
-           "MANIFEST", "ShardSummary", "count_shard", "merge_exports", "encode_shard"]
+           "writes_name", "MANIFEST", "ShardSummary", "count_shard", "merge_exports",
+           "encode_shard"]
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "asmbpe.tok-shards"
+SHARD_RE = re.compile(r"\d{5}-.+\.tok")      # the names shard_name gives
 FAN_IN = 4
 
 
@@ -321,16 +330,15 @@ def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separa
         raise InputError(f"{out}: exists and is not a directory (the sharded output is a "
                          "directory)")
     out.mkdir(parents=True, exist_ok=True)
+    sweep_stale(out)                        # what killed runs left
     run = uuid.uuid4().hex[:12]
-    staging = out / f".staging-{run}"
-    staging.mkdir()
     names = [shard_name(i, p) for i, p in enumerate(paths)]
     tok_bytes = tokenizer.to_bytes()
     kw = dict(chat=chat, separator=separator, batch_bytes=batch_bytes, doc_token=doc_token,
               doc_token_at=doc_token_at, read_options=read_options)
     results: list = [None] * len(paths)
     done_bytes = 0
-    try:
+    with staging_dir(out, run) as staging:      # removed on the way out, whatever happens
         if client is None:
             for i, p in enumerate(paths):
                 results[i] = encode_shard(str(p), tok_bytes, str(staging / names[i]),
@@ -341,8 +349,10 @@ def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separa
         else:
             _encode_on_cluster(client, paths, names, staging, tok_bytes, threads, kw,
                                results, progress, run)
-        # everything is done: replace the old manifest, move the shards, write the new one
+        # everything is done: replace the old manifest, move the shards, write the new
+        # one, then remove the old run's shards that the new set does not replace
         manifest = out / MANIFEST
+        stale = _old_shards(out, set(names), paths)
         manifest.unlink(missing_ok=True)
         for name in names:
             os.replace(staging / name, out / name)
@@ -355,17 +365,55 @@ def encode_sharded(tokenizer, inputs, outdir, *, client=None, chat=False, separa
                    tokens=sum(e["tokens"] for e in entries),
                    documents=sum(e["documents"] for e in entries),
                    source_bytes=sum(e["source_bytes"] for e in entries), shards=entries)
-        tmp = staging / f".{MANIFEST}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, manifest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        write_atomic(manifest, json.dumps(doc, indent=1) + "\n")
+        for p in stale:
+            try:
+                p.unlink()
+            except OSError:                 # the new set is complete all the same
+                pass
     return ShardSummary(out, manifest, entries, doc["tokens"], doc["documents"],
                         doc["source_bytes"], sum(r["special_tokens"] for r in results))
+
+
+def writes_name(name: str) -> bool:
+    """Whether encode_sharded may write, replace or remove a file of this name in its
+    output directory (a shard name or the manifest)."""
+    return name == MANIFEST or SHARD_RE.fullmatch(name) is not None
+
+
+def _old_shards(out: Path, new: set, inputs) -> list[Path]:
+    """The shards of an earlier run in `out` that a run writing the shard names `new`
+    does not replace: the files its manifest names and those named like shards, where
+    they are regular `.tok` files (the magic) and none of `inputs`."""
+    from .tokfile import MAGIC
+
+    names = {e.name for e in os.scandir(out) if SHARD_RE.fullmatch(e.name)}
+    try:
+        doc = json.loads((out / MANIFEST).read_text())
+        names |= {e["file"] for e in doc["shards"]
+                  if isinstance(e["file"], str) and Path(e["file"]).name == e["file"]}
+    except (OSError, ValueError, TypeError, KeyError):
+        pass                                # no old manifest, or not one of ours
+    keep = set()
+    for p in inputs:
+        try:
+            st = os.stat(p)
+            keep.add((st.st_dev, st.st_ino))
+        except OSError:
+            pass
+    old = []
+    for name in sorted(names - new):
+        p = out / name
+        try:
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in keep:
+                continue
+            with open(p, "rb") as f:
+                if f.read(len(MAGIC)) == MAGIC:
+                    old.append(p)
+        except OSError:
+            pass
+    return old
 
 
 def _encode_on_cluster(client, paths, names, staging, tok_bytes, threads, kw, results,

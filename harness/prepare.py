@@ -10,19 +10,28 @@ bytes that are not valid UTF-8), zstd-compressed, row groups of about
 inputs hold conversations and the shards one `messages` column (a list of structs with
 `role` and `content`), as SmolTalk ships it.
 
-Memory is bounded by one row group. Each shard is written under a temporary name and
-renamed when complete; after a failure the shards of this run are deleted, so the
-directory holds either every shard or none of this run's.
+Memory is bounded by one row group. Each shard is written through
+harness.files.AtomicFile (an unnamed file where the file system allows, else a temporary
+name) and renamed when complete; after a failure the shards of this run are deleted, so
+the directory holds either every shard or none of this run's.
 """
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpora import InputError, conversation_bytes, iter_conversations, iter_documents
+from .files import AtomicFile
 
-__all__ = ["prepare", "PrepareSummary"]
+__all__ = ["prepare", "PrepareSummary", "shard_path", "SHARD_RE"]
+
+SHARD_RE = re.compile(r"shard-\d{5}\.parquet")     # the names shard_path gives
+
+
+def shard_path(outdir, index: int) -> Path:
+    """The index-th shard of `outdir`: shard-NNNNN.parquet."""
+    return Path(outdir) / f"shard-{index:05d}.parquet"
 
 
 @dataclass
@@ -51,22 +60,22 @@ def prepare(inputs, outdir, *, chat: bool = False, binary: bool = False, separat
     out.mkdir(parents=True, exist_ok=True)
     schema = _schema(chat, binary)
     summary = PrepareSummary()
-    state = {"writer": None, "tmp": None, "final": None, "bytes": 0}
+    state = {"writer": None, "file": None, "final": None, "bytes": 0}
     rows: list = []
     rows_bytes = 0
 
     def open_shard():
-        final = out / f"shard-{len(summary.shards):05d}.parquet"
-        tmp = out / f".{final.name}.tmp-{os.getpid()}"
-        state.update(writer=pq.ParquetWriter(tmp, schema, compression="zstd"),
-                     tmp=tmp, final=final, bytes=0)
+        final = shard_path(out, len(summary.shards))
+        state.update(file=AtomicFile(final), final=final, bytes=0)
+        state["writer"] = pq.ParquetWriter(state["file"].file, schema, compression="zstd")
 
     def close_shard():
         if state["writer"] is not None:
             state["writer"].close()
-            os.replace(state["tmp"], state["final"])
+            state["writer"] = None
+            state["file"].commit()
             summary.shards.append(state["final"])
-            state.update(writer=None, tmp=None, final=None, bytes=0)
+            state.update(file=None, final=None, bytes=0)
 
     def flush():
         nonlocal rows, rows_bytes
@@ -115,8 +124,8 @@ def prepare(inputs, outdir, *, chat: bool = False, binary: bool = False, separat
                 state["writer"].close()
             except Exception:
                 pass
-        if state["tmp"] is not None:
-            Path(state["tmp"]).unlink(missing_ok=True)
+        if state["file"] is not None:
+            state["file"].discard()
         for p in summary.shards:
             p.unlink(missing_ok=True)
         raise

@@ -43,7 +43,8 @@ start, whatever tokens (if any) delimit them. In a chat file (flag bit 0) the to
 learn to produce carry MASKBIT = 0x8000; `<|bos|>` never does.
 
 Writing: `TokWriter` (a context manager) streams blocks of tokens into a temporary file
-next to the target (`.NAME.tmp-PID`), counts tokens, documents and source bytes, and on
+next to the target (harness.files.AtomicFile: an unnamed O_TMPFILE file where the file
+system allows, else `.NAME.tmp-PID`), counts tokens, documents and source bytes, and on
 success writes the final header, fsyncs and renames it to the target; on any exception
 it deletes the temporary file, so a partial `.tok` is never left behind.
 
@@ -86,6 +87,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import AsmbpeError
+from .files import AtomicFile
 from .tokenizer import MASKBIT   # MASKBIT: set on the tokens to learn (SPEC §5)
 from .tokenizer import PathArg, Tokenizer
 
@@ -184,13 +186,14 @@ class TokWriter:
             FLAG_CHECKSUM if version == VERSION_INDEXED else 0)
         self.checksum = 0       # version 2: CRC-32 of what follows the header, so far
         self.merges_hash = int(merges_hash)
-        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._out = None            # the AtomicFile (harness.files) while open
         self.tokens = self.documents = self.source_bytes = 0
         self._f = None
         self._flushed = HEADER_SIZE             # bytes handed to writeback so far
 
     def __enter__(self) -> "TokWriter":
-        self._f = open(self.tmp, "wb")
+        self._out = AtomicFile(self.path)     # unnamed until complete, where possible
+        self._f = self._out.file
         try:
             self._f.write(bytes(HEADER_SIZE))     # the real header comes at the end
         except BaseException:
@@ -245,10 +248,8 @@ class TokWriter:
                                        self.documents, self.source_bytes, self.version,
                                        self.width, self.checksum))
             self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
             self._f = None
-            os.replace(self.tmp, self.path)
+            self._out.commit()                  # fsync, then rename over the target
         except BaseException:
             self._discard()
             raise
@@ -270,13 +271,9 @@ class TokWriter:
         self._flushed = end
 
     def _discard(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
+        self._f = None
+        if self._out is not None:
+            self._out.discard()                 # closes it; removes a named temporary
 
 
 # ------------------------------------------------------------------------------ reading

@@ -112,6 +112,24 @@ def test_encode_same_bytes(client, shards, tok, tmp_path, name):
     assert [e["input"] for e in m["shards"]] == [str(f) for f in files]
 
 
+def writes_shard(pid: int, out: Path) -> bool:
+    """Whether process pid has a shard open in out's staging directory (an unnamed
+    O_TMPFILE file, or a named temporary where the file system has none)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{out}/.staging-") and (
+                target.endswith("(deleted)") or ".tok.tmp-" in target):
+            return True
+    return False
+
+
 def test_worker_killed_mid_shard_is_retried(client, corpus_files, tok, tmp_path):
     big = make_shards(corpus(corpus_files, "english"), tmp_path / "in", 6, 24 * MB)
     ref = D.encode_sharded(tok, big, tmp_path / "ref")
@@ -124,14 +142,14 @@ def test_worker_killed_mid_shard_is_retried(client, corpus_files, tok, tmp_path)
         except BaseException as e:          # reported below
             box["error"] = e
 
+    workers = set(client.run(os.getpid).values())
     t = threading.Thread(target=run)
     t.start()
     killed = None
     deadline = time.monotonic() + 60
     while killed is None and t.is_alive() and time.monotonic() < deadline:
-        for tmp in out.glob(".staging-*/.*.tok.tmp-*"):
-            pid = int(tmp.name.rsplit("-", 1)[1])
-            if pid != os.getpid():
+        for pid in workers:
+            if writes_shard(pid, out):
                 os.kill(pid, signal.SIGKILL)     # a worker dies mid-shard
                 killed = pid
                 break

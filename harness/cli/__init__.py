@@ -39,6 +39,7 @@ import click  # noqa: E402
 
 from .._version import __version__  # noqa: E402
 from ..errors import AsmbpeError  # noqa: E402
+from ..files import Terminated, raise_on_signals  # noqa: E402
 from . import data as _data, dev as _dev, encode as _encode, train as _train  # noqa: E402
 from .common import CONTEXT, _fail, _quiet_broken_pipe  # noqa: E402
 
@@ -49,6 +50,13 @@ class _Group(click.Group):
     """Turns the harness's expected errors into one line on stderr and exit 1."""
 
     def invoke(self, ctx):
+        try:
+            with raise_on_signals():        # SIGTERM, SIGHUP: Terminated, so that the
+                return self._invoke(ctx)    # temporaries are removed on the way out
+        except Terminated as e:
+            e.resend()                      # then the process ends by the signal
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except AsmbpeError as e:

@@ -28,9 +28,47 @@ def _quiet_broken_pipe() -> None:
     sys.exit(0)
 
 
-def _check_output(path: str) -> Path:
-    """Fail before any work when tokenizer.bin could not be written at `path`."""
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether a and b name one file: the same resolved path, or (links) the same
+    (st_dev, st_ino)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        sa, sb = a.stat(), b.stat()
+    except (OSError, RuntimeError):         # missing, or a loop of links
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _input_paths(inputs) -> list[Path]:
+    """The inputs that are paths (not `-`, standard input)."""
+    return [Path(p) for p in inputs if isinstance(p, (str, os.PathLike)) and str(p) != "-"]
+
+
+def _check_output(path, inputs=(), *, directory: bool = False, writes=None) -> Path:
+    """Fail before any work when the output could not be written at `path`, or when
+    writing it would replace one of `inputs` (the input files and the -t tokenizer),
+    compared by resolved path and, for links, by (st_dev, st_ino). A file output (the
+    default) must not be a directory, and its directory must exist and be writable.
+    directory=True: `path` is a directory (made if missing), not an existing file, and
+    no input in it may have a name for which `writes(name)` is true (the names the
+    run writes or replaces there)."""
     out = Path(path)
+    files = _input_paths(inputs)
+    for p in files:
+        if _same_file(out, p):
+            raise InputError(f"{out}: is also an input ({p}); writing it would replace "
+                             "it (give another -o)")
+    if directory:
+        if out.exists() and not out.is_dir():
+            raise InputError(f"{out}: exists and is not a directory (here -o names a "
+                             "directory)")
+        for p in files:
+            if writes is not None and writes(p.name) and _same_file(out, p.parent):
+                raise InputError(f"{out}: the input {p} is in it, named like the files "
+                                 "this command writes there; it would be replaced "
+                                 "(give another -o)")
+        return out
     if out.is_dir():
         raise InputError(f"{out}: is a directory (give a file name with -o)")
     parent = out.parent if str(out.parent) else Path(".")

@@ -3,12 +3,11 @@ into Parquet shards."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import click
 
 from ..corpora import InputError, check_file
-from .common import CONTEXT, _SEPARATOR, _mb
+from .common import CONTEXT, _SEPARATOR, _check_output, _mb
 from .progress import BytesProgress, FetchProgress
 
 
@@ -102,12 +101,10 @@ def data_prepare(inputs, output, chat, binary, shard_mb, row_group_mb, separator
     harness reads: OUTPUT/shard-NNNNN.parquet with a `text` column (or `messages` with
     --chat), zstd, row groups of --row-group-mb. Shards are written under temporary
     names and renamed when complete; after an error none of this run's is left."""
-    from ..prepare import prepare
+    from ..prepare import SHARD_RE, prepare
 
     files = [check_file(p) for p in inputs]
-    out = Path(output)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory")
+    out = _check_output(output, inputs, directory=True, writes=SHARD_RE.fullmatch)
     progress = BytesProgress("preparing", None if chat else _estimate(files),
                               enabled=not quiet)
     t0 = time.perf_counter()

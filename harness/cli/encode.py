@@ -145,9 +145,12 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
         if not chat and not per_line:
             check_streamable(files, batch_bytes, separator)
     if cluster or sharded:
+        from ..distributed import writes_name
+
+        _check_output(output, [*inputs, tokenizer_path], directory=True, writes=writes_name)
         return _encode_sharded(tok, files, output, chat, threads, read, batch_bytes,
                                cluster, quiet, doc_token, doc_token_at)
-    out = _check_output(output)
+    out = _check_output(output, [*inputs, tokenizer_path])
     # chat: the files hold JSON around the contents, so their size is no estimate
     progress = BytesProgress("encoding", None if chat else estimate_bytes(files),
                               enabled=not quiet)
@@ -178,10 +181,7 @@ def _encode_sharded(tok, files, output, chat, threads, read, batch_bytes, cluste
     from ..corpora import estimate_bytes
     from ..distributed import encode_sharded
 
-    out = Path(output)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory (with --cluster or "
-                         "--shards, -o names a directory)")
+    out = Path(output)                      # checked by _check_output(directory=True)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{out}: directory {parent} does not exist")
@@ -409,7 +409,7 @@ def export(tokenizer_path, vocab_pretokenizer, fmt, output, quiet):
     own tokens (ranks) and specials."""
     from .. import export as exp
 
-    out = _check_output(output)
+    out = _check_output(output, [tokenizer_path])
     tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
     if fmt == "tiktoken":
         exp.export_tiktoken(tok, out)

@@ -53,7 +53,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from ..corpora import arrow_memory_kept, budget_batch_bytes, check_streamable
     from ..train import BATCH_BYTES
 
-    out = _check_output(output)
+    out = _check_output(output, inputs)
     read = _read_options(separator, column, field, per_line)
     files = _inputs(inputs, "--cluster" if cluster else None)
     budget = _memory(memory)
