@@ -28,6 +28,7 @@ _LAZY = {
     "split": "pretok",
     "split_offsets": "pretok",
     "AsmbpeError": "errors",
+    "OutOfMemory": "errors",
     "LibraryError": "_lib",
     "InputError": "corpora",
     "FetchError": "fetch",
@@ -41,7 +42,7 @@ __all__ = ["__version__", *_LAZY]
 if TYPE_CHECKING:
     from ._lib import LibraryError
     from .corpora import InputError
-    from .errors import AsmbpeError
+    from .errors import AsmbpeError, OutOfMemory
     from .fetch import FetchError
     from .pretok import split, split_offsets
     from .tokenizer import Tokenizer, TokenizerFileError

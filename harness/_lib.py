@@ -22,6 +22,9 @@ TEST_HEADER = ROOT / "asm" / "test" / "asmbpe_test.h"
 TEST_LIB_PATH = ROOT / "build" / "libasmbpe_test.so"
 
 REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
+# The most threads one library call takes (ASMBPE_MAX_THREADS, asm/sys.inc): the one
+# bound of every `threads` argument and --threads option
+MAX_THREADS = 256
 
 
 class LibraryError(AsmbpeError, RuntimeError):

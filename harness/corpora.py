@@ -68,7 +68,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .buffers import TextBatch
-from .errors import AsmbpeError
+from .errors import AsmbpeError, memory_phase, out_of_memory
 from .parquet_pages import row_group_arrays   # (plain string pages as they decompress)
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
 
@@ -539,7 +539,11 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _stream_error(p: Path, compression: str | None, where: str, e: BaseException) -> InputError:
+def _stream_error(p: Path, compression: str | None, where: str,
+                  e: BaseException) -> AsmbpeError:
+    oom = out_of_memory(e, f"reading {p}{where}")     # not the file's fault
+    if oom is not None:
+        return oom
     if compression and not isinstance(e, InputError):
         kind = "gzip" if compression == "gzip" else "zstd"
         if isinstance(e, EOFError):
@@ -574,7 +578,10 @@ def _parquet_file(p: Path):
     return pq.ParquetFile(os.fspath(p), pre_buffer=False, buffer_size=1 << 20)
 
 
-def _unreadable(p: Path, row: int, e: Exception) -> InputError:
+def _unreadable(p: Path, row: int, e: Exception) -> AsmbpeError:
+    oom = out_of_memory(e, f"reading {p} at row {row}")  # not the file's fault
+    if oom is not None:
+        return oom
     return InputError(f"{p}: row {row}: cannot read as Parquet: {_first_line(e)}")
 
 
@@ -588,7 +595,8 @@ def _open_parquet(p: Path, column: str):
         pf = _parquet_file(p)
         schema = pf.schema_arrow
     except Exception as e:              # pyarrow raises its own error types
-        raise InputError(f"{p}: cannot read as Parquet: {_first_line(e)}") from None
+        raise (out_of_memory(e, f"reading {p}")
+               or InputError(f"{p}: cannot read as Parquet: {_first_line(e)}")) from None
     if column not in schema.names:
         raise InputError(f"{p}: no '{column}' column (columns: {', '.join(schema.names)})")
     return pf, schema.field(column).type
@@ -1093,17 +1101,22 @@ def parse_size(text) -> int:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
-# Data in flight per batch of B text bytes, as multiples of B (measured with
-# tests/test_streaming.py's input): encoding holds the batch being read, the one waiting
-# in the prefetch queue and the one being encoded (Python bytes), its padded copy and
-# the output ids (up to 2 bytes per input byte, and their copy): measured about 8.6 B
-# (12 leaves room for the allocators); counting
-# holds the three batches, the padded copy and the library's per-thread tables.
-BUDGET_SHARES = {"encode": 12, "train": 10}
-# Reading a Parquet row group of G bytes of text peaks at about this many times G
-# (the compressed column chunk, the decompressed pages, the Arrow arrays growing as
-# they are built, the Python bytes of the documents): measured about 11 on pyarrow 26.
-ROW_GROUP_FACTOR = 12
+# What a `--memory` run holds, fitted to the peak RSS of `asmbpe encode` / `train
+# --memory` on english.parquet (row groups up to 52.8 MB), multilingual.parquet and
+# english in 4 MB row groups, at batches of 1..64 MB (README, "Out of memory"), with
+# the interpreter and libraries (a run on a tiny file) left out:
+# - per batch of B text bytes, as multiples of B: encoding holds the batch being read,
+#   the one waiting and the one being encoded, its copy for the library and the ids
+#   (2 or 4 bytes per input byte, and their gathered copy): measured 3.4-9 B with
+#   2-byte ids, 10-13 B with 4-byte ids (cl100k); counting 2.8-5.6 B;
+BUDGET_SHARES = {"encode": 9, "encode-u32": 14, "train": 6}
+# - reading a Parquet row group of G bytes of text (read whole under --memory: the
+#   compressed chunk, the decompressed column, its documents as batches): measured
+#   3.1-3.6 G;
+ROW_GROUP_FACTOR = 4
+# - and, whatever the batch, the encoder threads' states and caches and the buffers
+#   kept for reuse: 10-30 MB.
+BUDGET_FIXED = 24 << 20
 MIN_BATCH_BYTES = 1 << 20
 
 
@@ -1129,21 +1142,26 @@ def max_row_group_bytes(paths) -> int:
     return biggest
 
 
-def budget_batch_bytes(budget: int, kind: str = "encode", paths=None) -> int:
+def budget_batch_bytes(budget: int, kind: str = "encode", paths=None, *,
+                       id_bytes: int = 2) -> int:
     """The batch size (text bytes per library call) that keeps the data in flight of
-    `kind` ("encode" or "train") within `budget` bytes, after setting aside what
-    reading the largest Parquet row group of `paths` takes. InputError when the row
-    groups alone do not fit."""
-    share = BUDGET_SHARES[kind]
+    `kind` ("encode" or "train"; encoding to ids of `id_bytes` bytes, 2 or 4) within
+    `budget` bytes, after setting aside BUDGET_FIXED and what reading the largest
+    Parquet row group of `paths` takes. InputError when the row groups alone do not
+    fit."""
+    share = BUDGET_SHARES["encode-u32" if kind == "encode" and id_bytes > 2 else kind]
     reserve = ROW_GROUP_FACTOR * max_row_group_bytes(paths) if paths is not None else 0
-    left = int(budget) - reserve
+    left = int(budget) - BUDGET_FIXED - reserve
     if left < share * MIN_BATCH_BYTES:
-        need = reserve + share * MIN_BATCH_BYTES
+        need = -(-(BUDGET_FIXED + reserve + share * MIN_BATCH_BYTES) // 2**20)
+        if not reserve:
+            raise InputError(f"--memory {budget / 2**20:.0f}M is too small: give --memory "
+                             f"{need}M or more")
         raise InputError(f"--memory {budget / 2**20:.0f}M is too small for these inputs: "
                          f"their largest Parquet row group holds "
                          f"{reserve / ROW_GROUP_FACTOR / 1e6:.1f} MB of text (reading it "
                          f"takes about {reserve / 2**20:.0f}M); give --memory "
-                         f"{-(-need // 2**20)}M or more, or rewrite the files with smaller "
+                         f"{need}M or more, or rewrite the files with smaller "
                          "row groups (asmbpe data prepare --row-group-mb)")
     return max(MIN_BATCH_BYTES, left // share)
 
@@ -1195,10 +1213,11 @@ def prefetch(batches, depth: int = 1, meanwhile=None):
                     return
             put(("end", done))
         except BaseException as e:          # handed over to the consumer
-            put(("error", e))
+            put(("error", out_of_memory(e, "reading the input") or e))
 
     t = threading.Thread(target=reader, name="asmbpe-reader", daemon=True)
-    t.start()
+    with memory_phase("reading the input"):     # no room for the thread's stack
+        t.start()
     try:
         if meanwhile is not None:
             meanwhile()

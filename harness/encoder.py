@@ -26,13 +26,12 @@ import threading
 
 import numpy as np
 
-from ._lib import ffi, lib
+from ._lib import MAX_THREADS, ffi, lib
 from .buffers import Pool, doc_pointers
 from .pretokenizers import resolve
 
 __all__ = ["encode_many", "decode_ids", "encoder_stats", "MAX_THREADS"]
 
-MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
 SMALL_BYTES = 1 << 16                    # below this, one thread (starting one costs more)
 GROUP_BYTES = 256 << 20                  # source bytes per library call: the output room
                                          # (2 bytes per source byte) stays near 512 MB

@@ -46,6 +46,8 @@ def row_group_arrays(p, pf, g: int, column: str, batch_rows: int):
             done += len(array)
             yield array
         return
+    except MemoryError:                 # pyarrow would need as much again
+        raise
     except Exception:                   # _Unsupported, or damage pyarrow will name
         pass
     for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=[column],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import memory_phase
 from .tokenizer import MASKBIT, N_SPECIAL, insert_per_document
 from .tokfile import CHAT_MAX_VOCAB, TokFile, TokWriter
 
@@ -92,8 +93,9 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
         for convs in prefetch(iter_conversation_batches(inputs, batch_bytes,
                                                         read_options=read_options),
                               prefetch_depth):
-            parts = [tokenizer.render_chat(c) for c in convs]
-            tokens = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
+            with memory_phase("encoding"):
+                parts = [tokenizer.render_chat(c) for c in convs]
+                tokens = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
             out = (tokens, len(convs), sum(map(conversation_bytes, convs)))
             yield out + (np.array(list(map(len, parts)), dtype=np.uint64),) if counts else out
     else:
@@ -103,14 +105,16 @@ def encode_blocks(tokenizer, inputs, *, chat: bool = False, threads: int | None 
 
         # the encoder's tables are built while the first block is read
         def warm():
-            tokenizer.encode_many([b""], threads, bos=bos)
+            with memory_phase("building the encoder's tables"):
+                tokenizer.encode_many([b""], threads, bos=bos)
 
         for docs in prefetch(iter_batches(inputs, batch_bytes, separator=separator,
                                           read_options=read_options),
                              prefetch_depth, meanwhile=warm):
-            tokens, doc_counts = tokenizer.encode_many(docs, threads, bos=bos)
-            if token_id is not None and not bos:
-                tokens, doc_counts = insert_per_document(tokens, doc_counts, token_id, at)
+            with memory_phase("encoding"):
+                tokens, doc_counts = tokenizer.encode_many(docs, threads, bos=bos)
+                if token_id is not None and not bos:
+                    tokens, doc_counts = insert_per_document(tokens, doc_counts, token_id, at)
             out = (tokens, len(docs), batch_bytes_of(docs))
             yield out + (doc_counts,) if counts else out
 
@@ -132,6 +136,7 @@ class EncodeSummary:
         return self.source_bytes / text if text else 0.0
 
 
+@memory_phase("writing the .tok file")    # (reading and encoding name their own)
 def encode_to_tok(tokenizer, inputs, output, *, chat: bool = False,
                   threads: int | None = None, separator=None, progress=None,
                   batch_bytes: int = BLOCK_BYTES, prefetch_depth: int = 1,

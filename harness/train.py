@@ -41,20 +41,20 @@ from typing import Callable, Union
 
 import numpy as np
 
-from ._lib import ffi, lib
+from ._lib import MAX_THREADS, ffi, lib
 from .buffers import Packer, Padded
 from .corpora import ReadOptions, estimate_bytes, iter_batches, prefetch
-from .errors import AsmbpeError
+from .errors import AsmbpeError, OutOfMemory, memory_phase
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
-           "MIN_VOCAB"]
+           "MIN_VOCAB", "MAX_COUNT", "TrainOutOfMemory", "check_min_count"]
 
 BATCH_BYTES = 16 << 20                   # text per asmbpe_count_words call (measured best)
 MIN_VOCAB = N_BYTES + N_SPECIAL          # 272: no merges at all
-MAX_THREADS = 256                        # ASMBPE_MAX_THREADS
+MAX_COUNT = (1 << 64) - 1                # the library's counts are uint64
 
 # library status codes (asm/asmbpe.h)
 EINVAL, ENOMEM, ETHREAD, EVERIFY = -1, -2, -4, -5
@@ -77,6 +77,15 @@ class TrainError(AsmbpeError, RuntimeError):
 
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
+        self.status = status
+
+
+class TrainOutOfMemory(TrainError, OutOfMemory):
+    """The library ran out of memory (ASMBPE_ENOMEM) while `phase`: a TrainError with
+    that status, and an OutOfMemory."""
+
+    def __init__(self, phase: str, detail: str, status: int = -2) -> None:
+        OutOfMemory.__init__(self, phase, detail)
         self.status = status
 
 
@@ -144,6 +153,12 @@ def _check_int(name: str, value, low: int, high: int | None = None) -> int:
     return value
 
 
+def check_min_count(min_count) -> int:
+    """min_count as an int, 0..MAX_COUNT (the library's uint64 counts); TypeError or
+    ValueError otherwise (before any reading: `asmbpe train` checks it first)."""
+    return _check_int("min_count", min_count, 0, MAX_COUNT)
+
+
 def _is_doc(x) -> bool:
     return isinstance(x, (bytes, bytearray, memoryview, str))
 
@@ -194,6 +209,7 @@ SMALL_WORDS_BYTES = 1 << 20     # unique-word bytes under which the merge loop, 
                                 # threads are not given, runs on one thread
 
 
+@memory_phase("counting words")     # (reading and training name their own phases)
 def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = None,
           naive: bool = False, max_word_bytes: int = 256, min_count: int = 1,
           verify: bool = False, progress: Progress | None = None, *,
@@ -213,7 +229,8 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
         256); naive=True runs the merge loop on one thread, recounting every pair for
         every merge (the library's naive twin).
     max_word_bytes: chunks longer than this are left out (0 = no limit).
-    min_count: stop when the best pair's count is below this (0 counts as 1).
+    min_count: stop when the best pair's count is below this (0 counts as 1; at most
+        MAX_COUNT, 2**64 - 1: the library counts in uint64).
     verify: after the run, recount every pair and compare with the table kept up to
         date, and check the winning counts never went up; TrainError on a violation.
     pretokenizer: how documents are cut into chunks (words): a name or id of
@@ -237,7 +254,7 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
     threads = _check_int("threads", threads, 1)
     threads = min(threads, MAX_THREADS)
     max_word_bytes = _check_int("max_word_bytes", max_word_bytes, 0)
-    min_count = _check_int("min_count", min_count, 0)
+    min_count = check_min_count(min_count)
     batch_bytes = _check_int("batch_bytes", batch_bytes, 1)
     pretok = resolve(pretokenizer)
     report = progress or (lambda phase, done, total: None)
@@ -306,7 +323,7 @@ class WordTable:
         L = lib()
         handle = L.asmbpe_wordtab_new()
         if handle == ffi.NULL:
-            raise TrainError("cannot create the word table: " + STATUS_TEXT[ENOMEM], ENOMEM)
+            raise TrainOutOfMemory("creating the word table", "asmbpe_wordtab_new: ASMBPE_ENOMEM")
         self._h = handle
 
     @property
@@ -343,7 +360,7 @@ class WordTable:
         got = lib().asmbpe_count_words(self.handle, ptr, ffi.from_buffer("uint64_t[]", ends),
                                        len(ends), threads, max_word_bytes, self._pretok.id)
         if got < 0:
-            raise TrainError(f"counting words failed: {_status(got)}", int(got))
+            raise _failed("counting words", "asmbpe_count_words", got)
 
     def count(self, docs: list[bytes], threads: int | None = None,
               max_word_bytes: int = 256) -> None:
@@ -381,9 +398,10 @@ class WordTable:
         got = lib().asmbpe_wordtab_add(self.handle, buf.ptr, ffi.from_buffer("uint64_t[]", ends),
                                        ffi.from_buffer("uint64_t[]", counts), len(ends))
         if got < 0:
-            raise TrainError(f"merging word tables failed: {_status(got)}", int(got))
+            raise _failed("merging word tables", "asmbpe_wordtab_add", got)
 
 
+@memory_phase("training merges")
 def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None = None,
                 naive: bool = False, min_count: int = 1, verify: bool = False,
                 progress: Progress | None = None, *, per_merge: bool = False,
@@ -399,7 +417,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     auto_threads = threads is None
     threads = min(_check_int("threads", threads if threads is not None
                              else min(os.cpu_count() or 1, MAX_THREADS), 1), MAX_THREADS)
-    min_count = _check_int("min_count", min_count, 0)
+    min_count = check_min_count(min_count)
     n_merges = vocab_size - MIN_VOCAB
     report = progress or (lambda phase, done, total: None)
     L = lib()
@@ -450,7 +468,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     if status == EVERIFY:
         raise TrainError(_verify_message(L, raw, merges, counts), EVERIFY)
     if status < 0:
-        raise TrainError(f"training failed: {_status(status)}", int(status))
+        raise _failed("training merges", "asmbpe_train", status)
     report("merge", learned, n_merges)
 
     stats = _stats(L, raw, seconds, train_call)
@@ -468,6 +486,14 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
 
 def _status(status: int) -> str:
     return STATUS_TEXT.get(int(status), f"unknown status {int(status)}")
+
+
+def _failed(phase: str, call: str, status: int) -> TrainError:
+    """The error of the library's `call` that returned `status` (< 0) while `phase`:
+    a TrainOutOfMemory for ENOMEM."""
+    if status == ENOMEM:
+        return TrainOutOfMemory(phase, f"{call}: ASMBPE_ENOMEM")
+    return TrainError(f"{phase} failed: {_status(status)}", int(status))
 
 
 def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:

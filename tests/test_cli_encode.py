@@ -208,7 +208,7 @@ def test_encode_bad_arguments(tmp_path, tok_path):
     f.write_text("hello")
     out = tmp_path / "o.tok"
     one_line_error(invoke("encode", f, "-t", tok_path, "-o", out, "--threads", 0),
-                   "--threads must be >= 1, got 0")
+                   "--threads must be between 1 and 256, got 0")
     one_line_error(invoke("encode", f, "-t", f, "-o", out), "a.txt: bad magic")
     one_line_error(invoke("encode", f, "-t", tok_path, "-o", tmp_path), "is a directory")
     big = tmp_path / "big.bin"

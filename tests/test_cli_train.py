@@ -118,10 +118,10 @@ def test_train_stops_early_says_so(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--vocab-size", 271], "vocab_size must be between 272 and 65535, got 271"),
     (["--vocab-size", 65536], "vocab_size must be between 272 and 65535, got 65536"),
-    (["--threads", 0], "threads must be >= 1, got 0"),
-    (["--threads", -2], "threads must be >= 1, got -2"),
+    (["--threads", 0], "threads must be between 1 and 256, got 0"),
+    (["--threads", -2], "threads must be between 1 and 256, got -2"),
     (["--max-word-bytes", -1], "max_word_bytes must be >= 0"),
-    (["--min-count", -1], "min_count must be >= 0"),
+    (["--min-count", -1], "min_count must be between 0 and 18446744073709551615, got -1"),
 ])
 def test_train_bad_arguments(tmp_path, text_file, args, needle):
     out = tmp_path / "t.bin"

@@ -350,8 +350,9 @@ def test_negative_status_raises(monkeypatch, status, match):
     assert e.value.status == status
     fake = FakeLib(real, asmbpe_count_words=lambda *a: -2)
     monkeypatch.setattr(train_mod, "lib", lambda: fake)
-    with pytest.raises(TrainError, match="counting words failed: out of memory"):
+    with pytest.raises(TrainError, match="out of memory while counting words") as e:
         harness.train(b"hello hello", V600)
+    assert isinstance(e.value, MemoryError) and e.value.status == -2
 
 
 def fake_verify(real, merge: int, pair: int, kept: int, true: int, m: int):

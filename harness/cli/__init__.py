@@ -38,7 +38,7 @@ if "numpy" not in sys.modules:
 import click  # noqa: E402
 
 from .._version import __version__  # noqa: E402
-from ..errors import AsmbpeError  # noqa: E402
+from ..errors import AsmbpeError, OutOfMemory, memory_phase  # noqa: E402
 from ..files import Terminated, raise_on_signals  # noqa: E402
 from . import data as _data, dev as _dev, encode as _encode, train as _train  # noqa: E402
 from .common import CONTEXT, _fail, _quiet_broken_pipe  # noqa: E402
@@ -58,7 +58,15 @@ class _Group(click.Group):
 
     def _invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            # memory that runs out anywhere (numpy, pyarrow, the library, a thread's
+            # stack) is an OutOfMemory: one line, like the errors below
+            with memory_phase("running asmbpe"):
+                return super().invoke(ctx)
+        except OutOfMemory as e:
+            name = ctx.invoked_subcommand or ""
+            if e.phase == "running asmbpe":     # (the command is known by now)
+                e.phase += f" {name}"
+            _fail(_memory_message(e, self.get_command(ctx, name)))
         except AsmbpeError as e:
             _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
         except BrokenPipeError:             # `asmbpe train ... | head -1`: end quietly
@@ -66,6 +74,16 @@ class _Group(click.Group):
         except OSError as e:
             name = f"{e.filename}: " if getattr(e, "filename", None) else ""
             _fail(f"{name}{e.strerror or e}")
+
+
+def _memory_message(e: OutOfMemory, command) -> str:
+    """`out of memory while PHASE (DETAIL; try --memory SIZE or fewer --threads)`, the
+    advice naming the options `command` has."""
+    names = {p.name for p in getattr(command, "params", ())}
+    tips = [tip for name, tip in (("memory", "--memory SIZE"), ("threads", "fewer --threads"))
+            if name in names]
+    inside = "; ".join(x for x in (e.detail, "try " + " or ".join(tips) if tips else "") if x)
+    return f"out of memory while {e.phase}" + (f" ({inside})" if inside else "")
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)

@@ -101,9 +101,11 @@ def _memory(value):
 _MEMORY = click.option(
     "--memory", default=None, metavar="SIZE",
     help="Bound the data in flight (input batches, buffers, ids) to about SIZE (e.g. "
-         "512M, 4G), whatever the input size: the batch size follows from it. The "
-         "interpreter and libraries (about 70 MB) and, for train, the word table come "
-         "on top. Parquet row groups are the unit of reading (about 12x their text is set aside). Default: fixed batches (16 MB train, 8 MB encode).")
+         "512M, 4G), whatever the input size: the batch size follows from it. On top "
+         "come the interpreter and libraries (about 90 MB), the tokenizer's tables "
+         "(encode; about 90 MB more for cl100k_base) and, for train, the word table. "
+         "Parquet row groups are the unit of reading (4x their text is set aside). "
+         "Default: fixed batches (16 MB train, 8 MB encode).")
 _CLUSTER = click.option(
     "--cluster", default=None, metavar="ADDRESS",
     help="Run on a Dask cluster: a scheduler address (tcp://host:8786) or local:N for "
@@ -194,8 +196,12 @@ def _readers(threads) -> int:
 
 
 def _check_threads(threads) -> None:
-    if threads is not None and threads < 1:
-        raise InputError(f"--threads must be >= 1, got {threads}")
+    """--threads, when given, within 1..MAX_THREADS (the library's bound): every
+    command that takes --threads checks it here, before any work."""
+    from .._lib import MAX_THREADS
+
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise InputError(f"--threads must be between 1 and {MAX_THREADS}, got {threads}")
 
 
 def _pretokenizer_option(what: str):

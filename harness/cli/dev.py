@@ -136,6 +136,7 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
     asmbpe's."""
     from ..dev.bench_train import IMPLS, bench_train, write_rows
 
+    _check_threads(threads)
     if threads is None:
         threads = os.cpu_count() or 1
     rows = bench_train(corpus, limit_mb, vocab_size, runs, threads,
@@ -202,7 +203,7 @@ def ladder_bench(corpus, limit_mb, vocab_size, budget_s, json_path, plot, pretok
               help="Vocabulary trained by asmbpe on the same documents (unless --tokenizer).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs per implementation and thread count; the median is shown.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=int, default=None,
               help="The multi-threaded setting (default: all cores); 1 thread is always run.")
 @click.option("--impl", "impls", multiple=True, metavar="NAME",
               type=click.Choice(["asmbpe", "tiktoken", "tokenizers", "gigatoken"]),
@@ -231,6 +232,7 @@ def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_p
     asmbpe's). With --cluster: the distributed path against one process."""
     from ..dev.bench_encode import IMPLS, bench_encode, write_rows
 
+    _check_threads(threads)
     tok = _load_tokenizer(tokenizer_path) if tokenizer_path else None
     if cluster:
         if input_path is not None:

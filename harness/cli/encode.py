@@ -141,7 +141,9 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
     budget = _memory(memory)
     batch_bytes = BLOCK_BYTES
     if budget is not None:
-        batch_bytes = budget_batch_bytes(budget, "encode", files)
+        # (a loaded vocabulary's rank encoder works in 4-byte ids)
+        batch_bytes = budget_batch_bytes(budget, "encode", files,
+                                         id_bytes=4 if tok.is_loaded else 2)
         if not chat and not per_line:
             check_streamable(files, batch_bytes, separator)
     if cluster or sharded:

@@ -6,8 +6,9 @@ import contextlib
 import click
 
 from ..corpora import InputError
-from .common import (CONTEXT, _CLUSTER, _MEMORY, _check_output, _fail, _mb, _memory,
-                     _open_cluster, _pretokenizer_option, _readers)
+from ..errors import OutOfMemory
+from .common import (CONTEXT, _CLUSTER, _MEMORY, _check_output, _check_threads, _fail, _mb,
+                     _memory, _open_cluster, _pretokenizer_option, _readers)
 from .common import _input_notes, _inputs, _read_option_flags, _read_options
 from .progress import TrainProgress
 
@@ -51,8 +52,13 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     from ..train import train as run_train
 
     from ..corpora import arrow_memory_kept, budget_batch_bytes, check_streamable
-    from ..train import BATCH_BYTES
+    from ..train import BATCH_BYTES, check_min_count
 
+    _check_threads(threads)                     # (checked before any reading)
+    try:
+        check_min_count(min_count)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     out = _check_output(output, inputs)
     read = _read_options(separator, column, field, per_line)
     files = _inputs(inputs, "--cluster" if cluster else None)
@@ -82,6 +88,8 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                                    min_count=min_count, verify=verify, progress=progress,
                                    read_options=read, batch_bytes=batch_bytes,
                                    pretokenizer=pretokenizer)
+    except OutOfMemory:
+        raise                                   # the group's line, with its advice
     except (ValueError, TypeError, TrainError) as e:
         progress.close()
         _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
