@@ -145,3 +145,42 @@ def test_closed_stdout_ends_quietly(tmp_path, text_file):
         err = p.stderr.read().decode()
         assert p.wait(timeout=120) == 0, err
         assert "Broken pipe" not in err and "Traceback" not in err, err
+
+
+# ------------------------------------------------------------------------- -o -
+
+def test_output_to_stdout(tmp_path, text_file):
+    """`-o -` writes the result to stdout (the summary goes to stderr) for train, encode
+    and export, the same bytes as a file; nothing is left in $TMPDIR."""
+    import os
+    import subprocess
+    import sys
+
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+
+    def run(*args):
+        p = subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)],
+                           capture_output=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr.decode()
+        return p
+
+    tok = tmp_path / "tok.bin"
+    run("train", text_file, "-o", tok, "--vocab-size", 400, "--threads", 1, "-q")
+    p = run("train", text_file, "-o", "-", "--vocab-size", 400, "--threads", 1, "-q")
+    assert p.stdout == tok.read_bytes() and b"trained" in p.stderr
+
+    out = tmp_path / "a.tok"
+    run("encode", text_file, "-t", tok, "-o", out, "-q")
+    p = run("encode", text_file, "-t", tok, "-o", "-", "-q")
+    assert p.stdout == out.read_bytes() and b"encoded" in p.stderr
+
+    for fmt in ("tiktoken", "hf", "vocab"):
+        f = tmp_path / f"export.{fmt}"
+        run("export", "-t", tok, "--format", fmt, "-o", f)
+        p = run("export", "-t", tok, "--format", fmt, "-o", "-")
+        assert p.stdout == f.read_bytes() and b"wrote" in p.stderr
+    assert list(tmpdir.iterdir()) == []
+    one_line_error(invoke("encode", text_file, "-t", tok, "-o", "-", "--shards"),
+                   "output is a directory")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -77,6 +78,26 @@ def _check_output(path, inputs=(), *, directory: bool = False, writes=None) -> P
     if not os.access(parent, os.W_OK):
         raise InputError(f"{out}: cannot write in {parent}: permission denied")
     return out
+
+
+STDOUT = "-"    # `-o -`: the result goes to stdout
+
+
+@contextlib.contextmanager
+def _output_file(output: str):
+    """The path a command writes its result to: `output` itself, or for `-o -` a file in
+    a private temporary directory (under $TMPDIR) whose bytes are copied to stdout when
+    the block ends without an exception, and which is removed either way. (.tok files
+    and tokenizer.bin carry counts in their headers, so they are made whole before
+    they are streamed.)"""
+    if output != STDOUT:
+        yield Path(output)
+        return
+    with tempfile.TemporaryDirectory(prefix="asmbpe-stdout-") as tmp:
+        path = Path(tmp) / "output"
+        yield path
+        with open(path, "rb") as f:
+            _write_stdout_bytes(iter(lambda: f.read(1 << 20), b""))
 
 
 def _mb(n: int) -> str:

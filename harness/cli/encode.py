@@ -12,9 +12,9 @@ import click
 
 from ..corpora import InputError, check_file
 from .common import (CONTEXT, _CLUSTER, _MEMORY, _SEPARATOR, _check_output, _check_threads,
-                     _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
+                     STDOUT, _fail, _load_tokenizer, _mb, _memory, _open_cluster, _pretokenizer_option,
                      _quiet_broken_pipe, _readers, _tokenizer_options, _write_stdout,
-                     _write_stdout_bytes)
+                     _write_stdout_bytes, _output_file)
 from .common import _input_notes, _inputs, _read_option_flags, _read_options
 from .progress import BytesProgress
 
@@ -78,7 +78,8 @@ def _split_lines(data: bytes, ends: list[int], fmt: str):
 @_tokenizer_options
 @click.option("-o", "--output", required=True, metavar="FILE",
               help="The .tok file to write (written under a temporary name, then renamed); "
-                   "with --cluster or --shards, a directory.")
+                   "`-` writes it to stdout once complete (made in $TMPDIR first; the "
+                   "summary then goes to stderr); with --cluster or --shards, a directory.")
 @click.option("--chat", is_flag=True,
               help="The inputs hold conversations (`messages`: role/content, JSONL or "
                    "Parquet); MASKBIT marks assistant content and its <|end|>.")
@@ -146,21 +147,25 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
                                          id_bytes=4 if tok.is_loaded else 2)
         if not chat and not per_line:
             check_streamable(files, batch_bytes, separator)
+    to_stdout = output == STDOUT                # -o -: the .tok file on stdout
+    if (cluster or sharded) and to_stdout:
+        raise InputError("-o -: with --cluster or --shards the output is a directory")
     if cluster or sharded:
         from ..distributed import writes_name
 
         _check_output(output, [*inputs, tokenizer_path], directory=True, writes=writes_name)
         return _encode_sharded(tok, files, output, chat, threads, read, batch_bytes,
                                cluster, quiet, doc_token, doc_token_at)
-    out = _check_output(output, [*inputs, tokenizer_path])
+    out = "stdout" if to_stdout else _check_output(output, [*inputs, tokenizer_path])
     # chat: the files hold JSON around the contents, so their size is no estimate
     progress = BytesProgress("encoding", None if chat else estimate_bytes(files),
                               enabled=not quiet)
     t0 = time.perf_counter()
     try:
         with (arrow_memory_kept(_readers(threads)) if budget is None
-              else contextlib.nullcontext()), _input_notes(progress.close):
-            s = encode_to_tok(tok, files, out, chat=chat, threads=threads,
+              else contextlib.nullcontext()), _input_notes(progress.close), \
+                _output_file(output) as path:
+            s = encode_to_tok(tok, files, path, chat=chat, threads=threads,
                               read_options=read, progress=progress,
                               batch_bytes=batch_bytes,
                               prefetch_depth=PREFETCH_BLOCKS if budget is None else 1,
@@ -175,7 +180,7 @@ def encode(inputs, tokenizer_path, vocab_pretokenizer, output, chat, threads, do
     what = "conversations" if chat else "documents"
     click.echo(f"encoded {s.documents:,} {what}, {_mb(s.source_bytes)}, {s.tokens:,} tokens "
                f"({s.special_tokens:,} special), {s.bytes_per_token:.2f} bytes/token, "
-               f"{took:.2f} s, {rate:.1f} MB/s -> {out}")
+               f"{took:.2f} s, {rate:.1f} MB/s -> {out}", err=to_stdout)
 
 
 def _encode_sharded(tok, files, output, chat, threads, read, batch_bytes, cluster,
@@ -403,7 +408,8 @@ def _verify_tok_files(files, tok_files, tok) -> None:
                    "the pattern and specials); hf: a Hugging Face tokenizer.json; vocab: "
                    "a TSV to read, one line per id (its bytes escaped, the ids it was "
                    "merged from; docs/FORMATS.md).")
-@click.option("-o", "--output", required=True, metavar="PATH", help="The file to write.")
+@click.option("-o", "--output", required=True, metavar="PATH",
+              help="The file to write; `-` writes it to stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
 def export(tokenizer_path, vocab_pretokenizer, fmt, output, quiet):
     """Export the tokenizer for tiktoken or Hugging Face tokenizers (same ids as asmbpe),
@@ -411,13 +417,11 @@ def export(tokenizer_path, vocab_pretokenizer, fmt, output, quiet):
     own tokens (ranks) and specials."""
     from .. import export as exp
 
-    out = _check_output(output, [tokenizer_path])
+    to_stdout = output == STDOUT                # -o -: the export on stdout
+    out = "stdout" if to_stdout else _check_output(output, [tokenizer_path])
     tok = _load_tokenizer(tokenizer_path, vocab_pretokenizer)
-    if fmt == "tiktoken":
-        exp.export_tiktoken(tok, out)
-    elif fmt == "vocab":
-        exp.export_vocab(tok, out)
-    else:
-        exp.export_hf(tok, out)
+    write = {"tiktoken": exp.export_tiktoken, "vocab": exp.export_vocab}.get(fmt, exp.export_hf)
+    with _output_file(output) as path:
+        write(tok, path)
     if not quiet:
-        click.echo(f"wrote {fmt} export of {tok!r} to {out}")
+        click.echo(f"wrote {fmt} export of {tok!r} to {out}", err=to_stdout)

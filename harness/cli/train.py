@@ -7,8 +7,9 @@ import click
 
 from ..corpora import InputError
 from ..errors import OutOfMemory
-from .common import (CONTEXT, _CLUSTER, _MEMORY, _check_output, _check_threads, _fail, _mb,
-                     _memory, _open_cluster, _pretokenizer_option, _readers)
+from .common import (CONTEXT, _CLUSTER, _MEMORY, STDOUT, _check_output, _check_threads,
+                     _fail, _mb, _memory, _open_cluster, _output_file, _pretokenizer_option,
+                     _readers)
 from .common import _input_notes, _inputs, _read_option_flags, _read_options
 from .progress import TrainProgress
 
@@ -17,7 +18,8 @@ from .progress import TrainProgress
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...",
                 type=click.Path(dir_okay=True, path_type=str))
 @click.option("-o", "--output", required=True, metavar="FILE",
-              help="Where to write tokenizer.bin (written to FILE.tmp, then renamed).")
+              help="Where to write tokenizer.bin (written under a temporary name, then "
+                   "renamed); `-` writes it to stdout (the summary then goes to stderr).")
 @click.option("--vocab-size", type=int, default=32768, show_default=True,
               help="256 bytes + merges + 16 specials (272..65535).")
 @click.option("--threads", type=int, default=None,
@@ -59,7 +61,8 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
         check_min_count(min_count)
     except ValueError as e:
         raise InputError(str(e)) from None
-    out = _check_output(output, inputs)
+    to_stdout = output == STDOUT                # -o -: tokenizer.bin on stdout
+    out = "stdout" if to_stdout else _check_output(output, inputs)
     read = _read_options(separator, column, field, per_line)
     files = _inputs(inputs, "--cluster" if cluster else None)
     budget = _memory(memory)
@@ -108,7 +111,8 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
         rate = f"{m / loop:.0f} merges/s" if loop > 0 else "-"
         last = f", last winning count {int(result.counts[-1])}" if m else ""
         click.echo(f"merged {m} merges in {loop:.2f} s ({rate}){last}", err=True)
-    result.tokenizer.save(out)
+    with _output_file(output) as path:
+        result.tokenizer.save(path)
     if m == 0:
         click.echo(f"asmbpe: warning: no pair to merge (every chunk is a single byte, or "
                    f"longer than --max-word-bytes): wrote a tokenizer with 0 merges "
@@ -124,7 +128,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                f"{s['unique_words']} unique words, {m} merges learned, {total:.2f} s, "
                f"{s['bytes_in'] / 1e6 / total:.1f} MB/s -> {out} "
                f"(vocab_size {result.tokenizer.vocab_size}, pre-tokenizer "
-               f"{result.tokenizer.pretokenizer})")
+               f"{result.tokenizer.pretokenizer})", err=to_stdout)
     click.echo(f"phases: read {sec['read']:.2f} s, count {sec['count']:.2f} s, layout "
                f"{sec['layout']:.2f} s, pairs {sec['pairs']:.2f} s, merge loop "
                f"{sec['merge_loop']:.2f} s (scan {sec['scan']:.2f}, apply {sec['apply']:.2f}, "
@@ -133,4 +137,4 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
                f"{s['peak_memory_bytes'] / 1e6:.0f} MB"
                + (", verified" if verify else "") + (", naive" if naive else "")
                + (f"; counted {s['shards']} shard(s) on {s['workers']} worker(s), "
-                  f"tree depth {s['tree_depth']}" if cluster else ""))
+                  f"tree depth {s['tree_depth']}" if cluster else ""), err=to_stdout)
