@@ -122,8 +122,11 @@ ENDFUNC
 ; int asmbpe_tab_insert(void *tab, const uint8_t *key, uint64_t len,
 ;                       uint64_t hash, uint64_t count)
 ; Adds count to the key's slot, creating it (copying the bytes into the arena
-; when the table owns its keys).  Grows the table at half full.  0, or
-; ASMBPE_ENOMEM (the table is then unchanged but for the failed key).
+; when the table owns its keys).  A new key that would fill the table past
+; half grows it first.  0, or ASMBPE_ENOMEM: the key is then not added and the
+; table is as it was, still at most half full, so later inserts (which may
+; keep coming, as the table merge's do after a failure) always find a free
+; slot and end.
 ; key must have SPEC §2 front padding (memeq may read 7 bytes before it).
 ;-----------------------------------------------------------------------------
 %define ti_tab      rbx         ; the table
@@ -172,6 +175,18 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     jmp         .ret
 
 .new:
+    mov         rax, [ti_tab + wtab.used]       ; room for one more at half full?
+    lea         rax, [rax * 2 + 2]
+    cmp         rax, [ti_tab + wtab.mask]
+    jbe         .room
+    mov         rdi, ti_tab                     ; no: grow first, then probe again
+    call        tab_grow                        ; (the slots moved)
+    test        eax, eax
+    jnz         .ret                            ; ENOMEM: nothing added
+    mov         ti_i, ti_hash
+    and         ti_i, [ti_tab + wtab.mask]
+    jmp         .probe
+.room:
     mov         rcx, ti_key                     ; key: the pointer itself
     cmp         qword [ti_tab + wtab.owns_keys], 0
     je          .store
@@ -211,17 +226,7 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         [rax + slot.len], ti_len
     mov         [rax + slot.count], ti_count
     add         [ti_tab + wtab.total], ti_count
-    mov         rax, [ti_tab + wtab.used]
-    inc         rax
-    mov         [ti_tab + wtab.used], rax
-    add         rax, rax
-    mov         rdx, [ti_tab + wtab.mask]
-    cmp         rax, rdx
-    jbe         .ok
-    mov         rdi, ti_tab
-    call        tab_grow
-    jmp         .ret
-.ok:
+    inc         qword [ti_tab + wtab.used]
     xor         eax, eax
     jmp         .ret
 .enomem:

@@ -235,3 +235,34 @@ def test_min_count_checked_before_reading(tmp_path):
     with pytest.raises(ValueError, match="min_count must be between"):
         harness.train(bad, min_count=2 ** 64)           # a Path: not read
     assert harness.train(b"ab ab ab", 300, min_count=2 ** 64 - 1).n_merges == 0
+
+
+_TABLE_FULL = """\
+import resource, sys
+import harness
+from harness.errors import OutOfMemory
+words = b" ".join(b"w%x" % i for i in range(3_000_000)).translate(
+    bytes.maketrans(b"0123456789", b"ghijklmnop"))            # 3 M distinct words
+docs = [words[i:i + (1 << 20)] for i in range(0, len(words), 1 << 20)]
+harness.train([b"warm up"], 300, threads=2)                  # the library, its threads
+vm = int(dict(l.split(":", 1) for l in open("/proc/self/status"))["VmSize"].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (160 << 20),) * 2)   # the tables cannot grow far
+try:
+    harness.train(docs, 300, threads=2)
+except OutOfMemory as e:
+    print("out of memory:", e)
+    sys.exit(3)
+print("trained")
+"""
+
+
+def test_word_table_that_cannot_grow_fails_and_ends(tmp_path):
+    """When the word table cannot grow (the merge of the threads' tables into it, or a
+    thread's own inserts), training fails with OutOfMemory instead of filling the
+    table: a full table's probe never found a free slot and the process hung (seen
+    under `ulimit -v`, train on english.parquet at 550 MB)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", _TABLE_FULL], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "out of memory" in r.stdout
