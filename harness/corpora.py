@@ -467,6 +467,21 @@ def _read_head(stream, enough) -> bytes:
 _SNIFF_BYTES = 1 << 16      # stdin: a first non-blank byte is looked for this far
 
 
+def _looks_like_jsonl(head: bytes) -> bool:
+    """Whether text that begins with `head` is JSONL: its first non-blank line is a
+    JSON object (or, when that line is longer than head, begins like one, `{"`). Code
+    or text that merely starts with "{" stays plain text."""
+    first, newline, _ = head.lstrip().partition(b"\n")
+    if not first.startswith(b"{"):
+        return False
+    if not newline:                                 # the line goes on past the head
+        return first[1:].lstrip()[:1] == b'"'
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
+
+
 class StdinInput(os.PathLike):
     """Standard input as an input file (`-` on the command line), read once, as a
     stream. Without a name, its format is told by its first bytes: gzip (1f 8b) or zstd
@@ -502,7 +517,7 @@ class StdinInput(os.PathLike):
             text = _read_head(reader, lambda h: len(h) >= _SNIFF_BYTES or h.strip())
         except Exception as e:              # a bad or truncated compressed stream
             raise _stream_error(self, self.compression, "", e) from None
-        if text.lstrip()[:1] == b"{":
+        if _looks_like_jsonl(text):
             self.format = "jsonl"
         self._reader = io.BufferedReader(_Prefixed(text, reader), buffer_size=1 << 20)
 

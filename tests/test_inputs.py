@@ -197,6 +197,16 @@ def test_stdin_format_told_by_its_bytes(kind):
             list(iter_documents(src))
 
 
+@pytest.mark.parametrize("data", [b"{\n  int x = 1;\n}\n", b"{ not json }\nmore\n",
+                                  b"{}}\n", b"{" + b"x" * 70000])
+def test_stdin_text_that_starts_with_a_brace_stays_text(data):
+    """Code (or any text) whose first byte is "{" is read as text, not refused as bad
+    JSONL: JSONL needs a first line that is a JSON object."""
+    src = StdinInput(io.BytesIO(data))
+    assert src.format == "text"
+    assert list(iter_documents(src)) == [data]
+
+
 def test_stdin_parquet_spool_removed(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     src = StdinInput(io.BytesIO(stdin_variants()["parquet"]))
