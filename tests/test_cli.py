@@ -241,6 +241,7 @@ def test_read_documents_formats(tmp_path):
     assert read_documents(gz) == read_documents(jl)
 
 
+@pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")   # nulls on purpose; tests/test_inputs.py checks the note
 def test_read_documents_parquet(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq

@@ -96,6 +96,7 @@ def test_plain_text_zst(tmp_path):
     assert list(iter_documents(p, separator="--")) == [b"hello\n", b"world\n"]
 
 
+@pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")   # nulls on purpose; tests/test_inputs.py checks the note
 def test_parquet(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
@@ -237,6 +238,7 @@ def test_arrow_memory_kept_is_scoped():
     assert pa.default_memory_pool().backend_name == pool
 
 
+@pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")   # nulls on purpose; tests/test_inputs.py checks the note
 @pytest.mark.parametrize("kept, readers", [(False, 1), (True, 1), (True, 2), (True, 3)])
 def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_path, kept,
                                                                            readers):

@@ -33,6 +33,7 @@ def test_jsonl_conversations(tmp_path, suffix):
     assert conversation_bytes(CONVS[0]) == len("Be brief.Hi") + len("Hello ☺".encode())
 
 
+@pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")   # nulls on purpose; tests/test_inputs.py checks the note
 def test_parquet_conversations(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
