@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_util import invoke, one_line_error
+from cli_util import invoke, one_line_error, open_files
 
 import harness
 from harness.corpora import InputError, read_documents
@@ -115,10 +115,8 @@ def test_encode_same_bytes(client, shards, tok, tmp_path, name):
 def writes_shard(pid: int, out: Path) -> bool:
     """Whether process pid has a shard open in out's staging directory (an unnamed
     O_TMPFILE file, or a named temporary where the file system has none)."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
+    return any(t.startswith(f"{out}/.staging-") and (t.endswith("(deleted)") or ".tok.tmp-" in t)
+               for t in open_files(pid))
     for fd in fds:
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")

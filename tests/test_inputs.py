@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_util import invoke
+from cli_util import invoke, kjv_tokenizer
 from cli_util import one_line_error as _one_line_error
 
 from harness.corpora import (InputError, NullsSkipped, ReadOptions, StdinInput, check_file,
@@ -41,11 +41,7 @@ def one_line_error(result, needle: str) -> None:
 @pytest.fixture(scope="module")
 def tok_path(tmp_path_factory) -> Path:
     """A small tokenizer (vocab 300) trained on the start of the KJV."""
-    import harness
-
-    p = tmp_path_factory.mktemp("tok") / "tokenizer.bin"
-    harness.train(KJV.read_bytes()[:20_000], 300).tokenizer.save(p)
-    return p
+    return kjv_tokenizer(tmp_path_factory.mktemp("tok"), 20_000, 300)
 
 
 def zstd_frames(data: bytes, n: int = 3, **kw) -> bytes:

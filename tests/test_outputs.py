@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_util import invoke
+from cli_util import invoke, kjv_tokenizer, open_files
 from cli_util import one_line_error as _one_line_error
 
 from harness import files as F
@@ -43,11 +43,7 @@ def tmpfile_works(directory) -> bool:
 @pytest.fixture(scope="module")
 def tok_path(tmp_path_factory) -> Path:
     """A small tokenizer (vocab 400) trained on the start of the KJV."""
-    import harness
-
-    p = tmp_path_factory.mktemp("tok") / "tokenizer.bin"
-    harness.train(KJV.read_bytes()[:40_000], 400).tokenizer.save(p)
-    return p
+    return kjv_tokenizer(tmp_path_factory.mktemp("tok"), 40_000, 400)
 
 
 @pytest.fixture(scope="module")
@@ -169,10 +165,8 @@ def _open_fifo_writer(fifo: Path, proc: subprocess.Popen) -> int:
 
 def _unnamed_file_open(pid: int, directory: Path) -> bool:
     """Whether process pid has an unnamed (O_TMPFILE) file of directory open."""
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
+    return any(t.startswith(str(directory) + "/#") and t.endswith("(deleted)")
+               for t in open_files(pid))
     for fd in fds:
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")

@@ -14,6 +14,19 @@ from .common import (CONTEXT, _SEPARATOR, _check_output, _check_threads, _fail,
                      _load_tokenizer, _pretokenizer_option)
 
 
+def _bench_corpus(what: str, limit_mb: float):
+    """--corpus NAME (a shared corpus, default english) and --limit-mb N of the benches
+    that run on one corpus."""
+    def add(fn):
+        fn = click.option("--limit-mb", type=click.FloatRange(min=0), default=limit_mb,
+                          show_default=True,
+                          help="Read about this many MB of whole documents (0 = all).")(fn)
+        return click.option("--corpus", default="english", show_default=True,
+                            type=click.Choice(["english", "multilingual", "code"]),
+                            help=f"The shared corpus to {what}.")(fn)
+    return add
+
+
 _BENCH_INPUT = click.option(
     "--input", "input_path", default=None, metavar="FILE",
     type=click.Path(dir_okay=False, path_type=str),
@@ -105,11 +118,7 @@ def pretok(corpora, limit_mb, twin_mb, runs, json_path, pretokenizer, input_path
 
 
 @bench.command("train", context_settings=CONTEXT)
-@click.option("--corpus", default="english", show_default=True,
-              type=click.Choice(["english", "multilingual", "code"]),
-              help="The shared corpus to train on.")
-@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
-              help="Read about this many MB of whole documents (0 = all).")
+@_bench_corpus("train on", 100)
 @click.option("--vocab-size", type=int, default=32768, show_default=True,
               help="256 + merges + 16 (peers without specials get vocab_size - 16).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
@@ -149,11 +158,7 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
 
 
 @bench.command("ladder", context_settings=CONTEXT)
-@click.option("--corpus", default="english", show_default=True,
-              type=click.Choice(["english", "multilingual", "code"]),
-              help="The shared corpus to train on.")
-@click.option("--limit-mb", type=click.FloatRange(min=0), default=1, show_default=True,
-              help="Read about this many MB of whole documents (0 = all).")
+@_bench_corpus("train on", 1)
 @click.option("--vocab-size", type=int, default=512, show_default=True,
               help="256 + merges + 16.")
 @click.option("--budget-s", type=click.FloatRange(min=0, min_open=True), default=20,
@@ -194,11 +199,7 @@ def ladder_bench(corpus, limit_mb, vocab_size, budget_s, json_path, plot, pretok
 
 
 @bench.command("encode", context_settings=CONTEXT)
-@click.option("--corpus", default="english", show_default=True,
-              type=click.Choice(["english", "multilingual", "code"]),
-              help="The shared corpus to encode.")
-@click.option("--limit-mb", type=click.FloatRange(min=0), default=100, show_default=True,
-              help="Read about this many MB of whole documents (0 = all).")
+@_bench_corpus("encode", 100)
 @click.option("--vocab-size", type=int, default=32768, show_default=True,
               help="Vocabulary trained by asmbpe on the same documents (unless --tokenizer).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
