@@ -65,6 +65,18 @@ def find_linker() -> list[str]:
                      "    sudo apt-get update && sudo apt-get install -y binutils")
 
 
+# Units assembled a second time with a define, into NAME.SUFFIX.o: the training
+# units once more with u32 tokens (asm/train.inc: asmbpe_train32 and its
+# helpers, every symbol suffixed 32).
+VARIANTS = {"train": [("w32", ("TOK32",))]}
+
+
+def variants(src: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """("", ()) and the (suffix, defines) of every extra assembly of src."""
+    extra = [v for prefix, vs in VARIANTS.items() if src.stem.startswith(prefix) for v in vs]
+    return [("", ()), *extra]
+
+
 def stale(obj: Path, src: Path, incs: list[Path]) -> bool:
     if not obj.exists():
         return True
@@ -72,11 +84,11 @@ def stale(obj: Path, src: Path, incs: list[Path]) -> bool:
     return src.stat().st_mtime > t or any(i.stat().st_mtime > t for i in incs)
 
 
-def assemble(nasm: str, src: Path, obj: Path) -> None:
+def assemble(nasm: str, src: Path, obj: Path, defines: tuple[str, ...] = ()) -> None:
     obj.parent.mkdir(parents=True, exist_ok=True)
     rel = src.relative_to(ROOT) if src.is_relative_to(ROOT) else src
-    print(f"  NASM  {rel}", flush=True)
-    r = subprocess.run([nasm, *NASM_FLAGS, str(src), "-o", str(obj)],
+    print(f"  NASM  {rel}{''.join(' -D' + d for d in defines)}", flush=True)
+    r = subprocess.run([nasm, *NASM_FLAGS, *(f"-D{d}" for d in defines), str(src), "-o", str(obj)],
                        capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         obj.unlink(missing_ok=True)
@@ -136,13 +148,17 @@ def build(clean: bool = False, out: Path = PKG, test: bool = True) -> int:
     for target, sources in libs.items():
         objs = []
         for src in sources:
-            obj = OBJ / src.relative_to(ASM).with_suffix(".o")
             if target.name == "libasmbpe_test.so" and src.parent == ASM:
-                obj = OBJ / "test" / ("shared_" + src.stem + ".o")
-            if stale(obj, src, incs):
-                assemble(nasm, src, obj)
-                did += 1
-            objs.append(obj)
+                builds = [(OBJ / "test" / ("shared_" + src.stem + ".o"), ())]
+            else:
+                base = OBJ / src.relative_to(ASM).with_suffix("")
+                builds = [(base.with_name(base.name + (f".{sfx}" if sfx else "") + ".o"), defs)
+                          for sfx, defs in variants(src)]
+            for obj, defs in builds:
+                if stale(obj, src, incs):
+                    assemble(nasm, src, obj, defs)
+                    did += 1
+                objs.append(obj)
         did += link(ld, target, objs)
     did += copy_header(out)
     print("build: up to date" if did == 0 else f"build: {did} step(s) done")

@@ -130,6 +130,13 @@ enum {
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
                      uint64_t min_count, uint64_t threads, uint64_t flags,
                      uint32_t *merges, uint64_t *counts, uint64_t *stats);
+/* train.asm assembled with u32 tokens (asm/train.inc, TOK32): the same
+ * training for vocabularies above 65,535 ids, up to 2^20 - 256 merges (ids
+ * below 2^20); merges[i] = left | right << 32 (a uint32 [n][2] array). Same
+ * merges, counts and stats as asmbpe_train wherever both can run. */
+int64_t asmbpe_train32(const asmbpe_wordtab *t, uint64_t n_merges,
+                       uint64_t min_count, uint64_t threads, uint64_t flags,
+                       uint64_t *merges, uint64_t *counts, uint64_t *stats);
 
 /* ---- the rank encoder (SPEC §11): loaded vocabularies, u32 ids ------------- */
 

@@ -1,8 +1,8 @@
 ;-----------------------------------------------------------------------------
 ; train.asm — BPE training (SPEC §4) over the words counted by count.asm:
-; layout as u16 runs separated by SEP, an exact pair table, a max-heap with
+; layout as token runs separated by SEP, an exact pair table, a max-heap with
 ; lazy deletion, and the merge loop: every thread scans its share of the
-; words with vpcmpeqw for the chosen pair, rewrites each word it hits in
+; words with vpcmpeqw (vpcmpeqd: u32) for the chosen pair, rewrites each word it hits in
 ; place (left to right, non-overlapping) and collects the exact pair-count
 ; changes in its own delta map; thread 0 then applies the deltas, pushes
 ; pairs whose count went up, and takes the next pair from the heap.
@@ -48,6 +48,9 @@ section .text
 ;
 ; Learns up to n_merges merges (SPEC §4) from the words of t: merge i joins
 ; merges[i] = left | right << 16 into token 256 + i, counts[i] its count.
+; asmbpe_train32 (this file assembled with -DTOK32, train.inc) is the same
+; with u32 tokens: up to 2^20 - 256 merges, merges a uint64_t * of
+; left | right << 32 (a u32 [n][2] array).
 ; Stops early when no pair has min_count (0 means 1).  flags: 1 naive (one
 ; thread, every pair recounted for every merge), 2 verify.  stats: the
 ; ASMBPE_TS_* entries.  Returns the merges learned; ASMBPE_EVERIFY when
@@ -68,7 +71,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     jz          .ret
     cmp         threadsq, MAX_THREADS
     ja          .ret
-    mov         rax, 65535 - 256
+    mov         rax, TRAIN_MAX_MERGES
     cmp         nmergesq, rax
     ja          .einval
     mov         at_tab, tabq
@@ -131,7 +134,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rsi, at_nth
     call        asmbpe_barrier_init
 
-    ; ---- layout: words of two or more bytes as u16 runs ------------------
+    ; ---- layout: words of two or more bytes as token runs ----------------
     RDTSC64
     push        rax
     push        rax
@@ -163,7 +166,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [r8 + ST_TOKENS * 8], r11
     lea         rax, [r10 + r11 + 1]
     mov         [rdi + tctx.wlen], rax
-    lea         rdi, [rax * 2 + W_TAIL * 2 + 4095]
+    lea         rdi, [rax * TW + W_TAIL * TW + 4095]
     and         rdi, ~4095
     mov         rax, [rsp + 16]
     mov         [rax + tctx.wbytes], rdi
@@ -194,7 +197,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     shl         r9, 5
     add         r9, r8
     mov         r10, [rdi + tctx.w]
-    mov         word [r10], SEP
+    mov         TWORD [r10], SEP
     mov         ecx, 1                          ; position
     xor         r11d, r11d                      ; k
 .fill_slot:
@@ -215,12 +218,12 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     add         rsi, [at_tab + wtab.base]
 .fill_byte:
     movzx       eax, byte [rsi]
-    mov         [r10 + rcx * 2], ax
+    STT         [r10 + rcx * TW], eax
     inc         rsi
     inc         rcx
     dec         rdx
     jnz         .fill_byte
-    mov         word [r10 + rcx * 2], SEP
+    mov         TWORD [r10 + rcx * TW], SEP
     inc         rcx
 .fill_next:
     add         r8, slot_size
@@ -228,7 +231,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
 .filled:
     mov         edx, W_TAIL
 .fill_tail:
-    mov         word [r10 + rcx * 2], SEP
+    mov         TWORD [r10 + rcx * TW], SEP
     inc         rcx
     dec         edx
     jnz         .fill_tail
@@ -328,8 +331,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
 .heap_fill:
     cmp         r13, r14
     jae         .heap_filled
-    mov         edx, [r13 + pslot.key]
-    cmp         edx, EMPTY_KEY
+    mov         rdx, [r13 + pslot.key]
+    cmp         rdx, EMPTY_KEY
     je          .heap_next
     mov         rsi, [r13 + pslot.val]
     mov         rdi, [rsp + 16]

@@ -105,7 +105,7 @@ PROC compact
     mov         rsi, [cp_ws + cp_k * 8]         ; s
     mov         rdx, rsi
 .len:
-    cmp         word [cp_w + rdx * 2], SEP
+    cmp         TWORD [cp_w + rdx * TW], SEP
     je          .have_len
     inc         rdx
     jmp         .len
@@ -118,13 +118,13 @@ PROC compact
     mov         [cp_wc + cp_kept * 8], rax
     inc         cp_kept
 .move:                                          ; forward copy: write <= read
-    movzx       eax, word [cp_w + rsi * 2]
-    mov         [cp_w + cp_wpos * 2], ax
+    LDT         eax, [cp_w + rsi * TW]
+    STT         [cp_w + cp_wpos * TW], eax
     inc         rsi
     inc         cp_wpos
     dec         rdx
     jnz         .move
-    mov         word [cp_w + cp_wpos * 2], SEP
+    mov         TWORD [cp_w + cp_wpos * TW], SEP
     inc         cp_wpos
 .skip:
     inc         cp_k
@@ -135,7 +135,7 @@ PROC compact
     mov         qword [cp_ctx + tctx.dead], 0
     mov         edx, W_TAIL                     ; SEP tail after the last word
 .tail:
-    mov         word [cp_w + cp_wpos * 2], SEP
+    mov         TWORD [cp_w + cp_wpos * TW], SEP
     inc         cp_wpos
     dec         edx
     jnz         .tail
@@ -180,7 +180,7 @@ PROC bloom_build
 .pos:
     cmp         rcx, [bb_ctx + tctx.wlen]
     jae         .done
-    movzx       eax, word [r8 + rcx * 2]
+    LDT         eax, [r8 + rcx * TW]
     cmp         eax, SEP
     je          .next
     mov         rdx, rcx
@@ -195,12 +195,12 @@ PROC bloom_build
     imul        rax, r10                        ; the token's bucket bitmap
     add         rax, r9
     or          [rdi + rax], r11
-    movzx       eax, word [r8 + rcx * 2 + 2]    ; the pair starting here
+    LDT         eax, [r8 + rcx * TW + TW]       ; the pair starting here
     cmp         eax, SEP
     je          .next
-    shl         edx, 16
-    or          edx, eax
-    PAIR_BUCKET edx
+    shl         rdx, PSHIFT
+    or          rdx, rax
+    PAIR_BUCKET rdx, edx
     imul        rdx, r10
     add         rdx, r9
     or          [rdi + rdx], r11

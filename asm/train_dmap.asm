@@ -74,9 +74,9 @@ PROC dm_free
     ret
 ENDPROC
 
-; dm_add: rbx = map, esi = P, rdx = delta.  Clobbers rax, rcx, r8, r9.
+; dm_add: rbx = map, rsi = P, rdx = delta.  Clobbers rax, rcx, r8, r9.
 PROC dm_add
-    mov         eax, esi
+    mov         rax, rsi
     mov         rcx, PAIR_HASH_K
     imul        rax, rcx
     shr         rax, 32
@@ -85,9 +85,9 @@ PROC dm_add
     and         rax, [rbx + dmap.mask]
     mov         rcx, rax
     shl         rcx, 4
-    cmp         [r8 + rcx + pslot.key], esi
+    cmp         [r8 + rcx + pslot.key], rsi
     je          .add
-    cmp         dword [r8 + rcx + pslot.key], EMPTY_KEY
+    cmp         qword [r8 + rcx + pslot.key], EMPTY_KEY
     je          .new
     inc         rax
     jmp         .probe
@@ -99,7 +99,7 @@ PROC dm_add
     cmp         r9, [rbx + dmap.mask]
     jae         .ret                            ; full after a failed grow: the
                                                 ; run fails with dmap.status set
-    mov         [r8 + rcx + pslot.key], esi
+    mov         [r8 + rcx + pslot.key], rsi
     mov         [r8 + rcx + pslot.val], rdx
     mov         rcx, [rbx + dmap.list]
     mov         [rcx + r9 * 4], eax
@@ -149,9 +149,9 @@ dm_grow:
     mov         rcx, [dg_map + dmap.list]
     mov         ecx, [rcx + dg_i * 4]
     shl         rcx, 4
-    mov         esi, [r10 + rcx + pslot.key]
+    mov         rsi, [r10 + rcx + pslot.key]
     mov         rdx, [r10 + rcx + pslot.val]
-    mov         eax, esi
+    mov         rax, rsi
     mov         rdi, PAIR_HASH_K
     imul        rax, rdi
     shr         rax, 32
@@ -159,12 +159,12 @@ dm_grow:
     and         rax, dg_mask
     mov         rdi, rax
     shl         rdi, 4
-    cmp         dword [dg_slots + rdi + pslot.key], EMPTY_KEY
+    cmp         qword [dg_slots + rdi + pslot.key], EMPTY_KEY
     je          .put
     inc         rax
     jmp         .probe
 .put:
-    mov         [dg_slots + rdi + pslot.key], esi
+    mov         [dg_slots + rdi + pslot.key], rsi
     mov         [dg_slots + rdi + pslot.val], rdx
     mov         [dg_list + dg_i * 4], eax
     inc         dg_i
@@ -210,7 +210,7 @@ PROC dm_clear
     dec         rcx
     mov         eax, [rdx + rcx * 4]
     shl         rax, 4
-    mov         dword [r8 + rax + pslot.key], EMPTY_KEY
+    mov         qword [r8 + rax + pslot.key], EMPTY_KEY
     jmp         .each
 .done:
     mov         qword [rbx + dmap.used], 0

@@ -31,15 +31,23 @@ section .text
 PROC record_merge
     mov         r8, [rdi + tctx.stats]
     mov         rax, [r8 + ST_MERGES * 8]       ; m
-    mov         ecx, edx
-    shr         ecx, 16                         ; left
+    mov         rcx, rdx
+    shr         rcx, PSHIFT                     ; left
     mov         [rdi + tctx.a], rcx
+%ifdef TOK32
+    mov         ecx, edx
+%else
     movzx       ecx, dx
+%endif
     mov         [rdi + tctx.b], rcx             ; right
-    shl         ecx, 16
-    or          ecx, [rdi + tctx.a]             ; left | right << 16
+    shl         rcx, PSHIFT
+    or          rcx, [rdi + tctx.a]             ; left | right << PSHIFT
     mov         rdx, [rdi + tctx.merges]
+%ifdef TOK32
+    mov         [rdx + rax * 8], rcx
+%else
     mov         [rdx + rax * 4], ecx
+%endif
     mov         rdx, [rdi + tctx.counts]
     mov         [rdx + rax * 8], rsi
     test        rax, rax
@@ -64,7 +72,6 @@ ENDPROC
 %define ch_ctx    rbx   ; the context
 %define ch_cnt    r12   ; the top entry's count
 %define ch_pair   r13   ; its P
-%define ch_pair_d r13d  ; (32-bit view)
 PROC choose
     SAVE        rbx, r12, r13
     mov         ch_ctx, rdi
@@ -79,7 +86,7 @@ PROC choose
     mov         ch_cnt, [rax + hent.count]
     mov         ch_pair, [rax + hent.pair]
     mov         rdi, ch_ctx
-    mov         esi, ch_pair_d
+    mov         rsi, ch_pair
     call        pt_get
     cmp         rax, ch_cnt
     jne         .stale
@@ -116,7 +123,6 @@ ENDPROC
 %undef  ch_ctx
 %undef  ch_cnt
 %undef  ch_pair
-%undef  ch_pair_d
 
 ;=============================================================================
 ; coordinate (thread 0 between merges): apply every thread's deltas to the
@@ -215,7 +221,7 @@ coordinate:
     mov         eax, [rax + co_i * 4]
     shl         rax, 4
     add         rax, [co_dm + dmap.slots]
-    mov         eax, [rax + pslot.key]
+    mov         rax, [rax + pslot.key]
     PT_PREFETCH rax, rdx
     inc         co_i
     jmp         .warm
@@ -231,7 +237,7 @@ coordinate:
     mov         eax, [rax + rcx * 4]
     shl         rax, 4
     add         rax, [co_dm + dmap.slots]
-    mov         eax, [rax + pslot.key]
+    mov         rax, [rax + pslot.key]
     PT_PREFETCH rax, rdx
 .prefetched:
     mov         rax, [co_dm + dmap.list]
@@ -241,7 +247,7 @@ coordinate:
     mov         rdx, [rax + pslot.val]
     test        rdx, rdx
     jz          .next_entry
-    mov         esi, [rax + pslot.key]
+    mov         rsi, [rax + pslot.key]
     push        rdx
     push        rsi
     mov         rdi, co_ctx

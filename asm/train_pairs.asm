@@ -14,7 +14,7 @@
 section .text
 
 ;=============================================================================
-; pair table: slots {u32 key, u32 pad, u64 count}; key EMPTY_KEY = free
+; pair table: slots {u64 key, u64 count}; key EMPTY_KEY = free
 ;=============================================================================
 
 ; pt_fill_empty: rdi = slots, rsi = nslots.  Clobbers rax, rcx, rdi.
@@ -26,11 +26,11 @@ PROC pt_fill_empty
     ret
 ENDPROC
 
-; pt_lookup: rdi = ctx, esi = P -> rax = its slot, or the free slot where it
+; pt_lookup: rdi = ctx, rsi = P -> rax = its slot, or the free slot where it
 ; would go.  Clobbers rcx, rdx, r8.
 static pt_lookup:function
 pt_lookup:
-    mov         eax, esi
+    mov         rax, rsi
     mov         rdx, PAIR_HASH_K
     imul        rax, rdx
     shr         rax, 32
@@ -41,9 +41,9 @@ pt_lookup:
     mov         rdx, rax
     shl         rdx, 4
     add         rdx, rcx
-    cmp         [rdx + pslot.key], esi
+    cmp         [rdx + pslot.key], rsi
     je          .found
-    cmp         dword [rdx + pslot.key], EMPTY_KEY
+    cmp         qword [rdx + pslot.key], EMPTY_KEY
     je          .found
     inc         rax
     jmp         .probe
@@ -51,11 +51,11 @@ pt_lookup:
     mov         rax, rdx
     ret
 
-; pt_get: rdi = ctx, esi = P -> rax = count (0 when absent).
+; pt_get: rdi = ctx, rsi = P -> rax = count (0 when absent).
 ; Clobbers rcx, rdx, r8.
 PROC pt_get
     call        pt_lookup
-    cmp         [rax + pslot.key], esi
+    cmp         [rax + pslot.key], rsi
     jne         .absent
     mov         rax, [rax + pslot.val]
     ret
@@ -64,15 +64,15 @@ PROC pt_get
     ret
 ENDPROC
 
-; pt_add: rdi = ctx, esi = P, rdx = delta -> rax = the new count.  Inserts
+; pt_add: rdi = ctx, rsi = P, rdx = delta -> rax = the new count.  Inserts
 ; the pair if absent; grows the table past half full (on failure sets
 ; tctx.status).  Clobbers rcx, rdx, r8-r11.
 PROC pt_add
     mov         r9, rdx
     call        pt_lookup
-    cmp         [rax + pslot.key], esi
+    cmp         [rax + pslot.key], rsi
     je          .have
-    mov         [rax + pslot.key], esi
+    mov         [rax + pslot.key], rsi
     mov         [rax + pslot.val], r9
     mov         r9, [rax + pslot.val]
     mov         rax, [rdi + tctx.ptused]
@@ -157,7 +157,7 @@ pt_grow:
 .live:
     cmp         pg_cur, pg_end
     jae         .counted
-    cmp         dword [pg_cur + pslot.key], EMPTY_KEY
+    cmp         qword [pg_cur + pslot.key], EMPTY_KEY
     je          .live_next
     cmp         qword [pg_cur + pslot.val], 0
     je          .live_next
@@ -185,7 +185,7 @@ pt_grow:
     lea         rax, [pg_cur + GROW_AHEAD * pslot_size] ; prefetch the new slot of the
     cmp         rax, pg_end                     ; pair GROW_AHEAD slots on
     jae         .prefetched
-    mov         eax, [rax + pslot.key]
+    mov         rax, [rax + pslot.key]
     mov         rdx, PAIR_HASH_K
     imul        rax, rdx
     shr         rax, 32
@@ -194,14 +194,14 @@ pt_grow:
     add         rax, [pg_ctx + tctx.pt]
     prefetcht0  [rax]
 .prefetched:
-    mov         esi, [pg_cur + pslot.key]
-    cmp         esi, EMPTY_KEY
+    mov         rsi, [pg_cur + pslot.key]
+    cmp         rsi, EMPTY_KEY
     je          .next
     cmp         qword [pg_cur + pslot.val], 0
     je          .next
     mov         rdi, pg_ctx
     call        pt_lookup
-    mov         [rax + pslot.key], esi
+    mov         [rax + pslot.key], rsi
     mov         rcx, [pg_cur + pslot.val]
     mov         [rax + pslot.val], rcx
     inc         qword [pg_ctx + tctx.ptused]

@@ -43,12 +43,12 @@ PROC count_all_pairs
     mov         ca_cnt, [rax + ca_k * 8]        ; count
     mov         ca_w, [ca_ctx + tctx.w]
 .pair:
-    movzx       eax, word [ca_w + ca_i * 2 + 2]
+    LDT         eax, [ca_w + ca_i * TW + TW]
     cmp         eax, SEP
     je          .next_word
-    movzx       esi, word [ca_w + ca_i * 2]
-    shl         esi, 16
-    or          esi, eax
+    LDT         esi, [ca_w + ca_i * TW]
+    shl         rsi, PSHIFT
+    or          rsi, rax
     mov         rdi, ca_ctx
     mov         rdx, ca_cnt
     call        pt_add
@@ -76,7 +76,6 @@ ENDPROC
 %define nv_best   r12   ; best count so far
 %define nv_best_d r12d  ; (32-bit view)
 %define nv_pair   r13   ; its P
-%define nv_pair_d r13d  ; (32-bit view)
 %define nv_slot   r8    ; pair-table slot being read
 %define nv_end    r9    ; end of the slots
 PROC naive_loop
@@ -102,12 +101,12 @@ PROC naive_loop
     shl         nv_end, 4
     add         nv_end, nv_slot
     xor         nv_best_d, nv_best_d            ; best count
-    mov         nv_pair_d, EMPTY_KEY            ; best pair
+    mov         nv_pair, EMPTY_KEY              ; best pair
 .slot:
     cmp         nv_slot, nv_end
     jae         .chosen
-    mov         eax, [nv_slot + pslot.key]
-    cmp         eax, EMPTY_KEY
+    mov         rax, [nv_slot + pslot.key]
+    cmp         rax, EMPTY_KEY
     je          .next_slot
     mov         rcx, [nv_slot + pslot.val]
     JBETTER     rcx, nv_best, rax, nv_pair, .better
@@ -148,7 +147,6 @@ ENDPROC
 %undef  nv_best
 %undef  nv_best_d
 %undef  nv_pair
-%undef  nv_pair_d
 %undef  nv_slot
 %undef  nv_end
 
@@ -183,15 +181,15 @@ PROC verify
     add         rax, vf_kept
     cmp         vf_cur, rax
     jae         .fresh
-    mov         esi, [vf_cur + pslot.key]
-    cmp         esi, EMPTY_KEY
+    mov         rsi, [vf_cur + pslot.key]
+    cmp         rsi, EMPTY_KEY
     je          .kept_next
     mov         rdi, vf_ctx
     call        pt_get
     cmp         rax, [vf_cur + pslot.val]
     je          .kept_next
     mov         rdx, [vf_cur + pslot.val]
-    call        .report                         ; esi = P, rdx = kept, rax = true
+    call        .report                         ; rsi = P, rdx = kept, rax = true
 .kept_next:
     add         vf_cur, pslot_size
     jmp         .kept
@@ -208,8 +206,8 @@ PROC verify
     add         rax, [rsp]
     cmp         vf_cur, rax
     jae         .compared
-    mov         esi, [vf_cur + pslot.key]
-    cmp         esi, EMPTY_KEY
+    mov         rsi, [vf_cur + pslot.key]
+    cmp         rsi, EMPTY_KEY
     je          .fresh_next
     mov         rdi, vf_ctx
     call        pt_get                          ; kept count
@@ -239,10 +237,11 @@ PROC verify
     mov         r8, [vf_ctx + tctx.stats]
     cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
     jne         .reported
-    mov         ecx, esi
-    shr         ecx, 16
-    shl         esi, 16
-    or          ecx, esi                        ; left | right << 16
+    mov         rcx, rsi
+    shr         rcx, PSHIFT
+    shl         rsi, 64 - PSHIFT
+    shr         rsi, 64 - 2 * PSHIFT
+    or          rcx, rsi                        ; left | right << PSHIFT
     mov         [r8 + ST_VERIFY_PAIR * 8], rcx
     mov         [r8 + ST_VERIFY_KEPT * 8], rdx
     mov         [r8 + ST_VERIFY_TRUE * 8], rax

@@ -124,12 +124,12 @@ flush_marks:
 %undef  fm_one
 %undef  fm_one_d
 
-; MARK_PAIR (no parameters): ecx = a pair P, rax = the position where it
+; MARK_PAIR (no parameters): rcx = a pair P, rax = the position where it
 ; starts.  Sets that
 ; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
 ; rax, rcx, rdx.
 %macro MARK_PAIR 0
-    PAIR_BUCKET ecx
+    PAIR_BUCKET rcx, ecx
     imul        rcx, [r12 + tctx.blstride]
     add         rcx, [r12 + tctx.bloom]
     shr         rax, CHUNK_SHIFT
@@ -199,16 +199,16 @@ PROC scan_segment
     imul        rax, rdx
     add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.ft], rax
-    mov         eax, [sc_ctx + tctx.a]
-    shl         eax, 16
-    or          eax, [sc_ctx + tctx.b]
-    PAIR_BUCKET eax
+    mov         rax, [sc_ctx + tctx.a]
+    shl         rax, PSHIFT
+    or          rax, [sc_ctx + tctx.b]
+    PAIR_BUCKET rax, eax
     imul        rax, [sc_ctx + tctx.blstride]
     add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.fp], rax
 .load_pair:
-    vpbroadcastw sc_va, [sc_ctx + tctx.a]
-    vpbroadcastw sc_vb, [sc_ctx + tctx.b]
+    VPBCT       sc_va, [sc_ctx + tctx.a]
+    VPBCT       sc_vb, [sc_ctx + tctx.b]
 .scan:                                          ; next chunk of W worth a scan
     cmp         sc_pos, sc_end
     jae         .done
@@ -282,23 +282,23 @@ PROC scan_segment
 %endrep
 .pf_one:
     call        .pf_next
-.vec:                                           ; 32 positions per round
+.vec:                                           ; 64 bytes of W per round
     cmp         sc_pos, [rsp + scan_frame.cend]
     jae         .scan
-    vmovdqu     ymm0, [sc_w + sc_pos * 2]
-    vmovdqu     ymm1, [sc_w + sc_pos * 2 + 2]
-    vmovdqu     ymm2, [sc_w + sc_pos * 2 + 32]
-    vmovdqu     ymm3, [sc_w + sc_pos * 2 + 34]
-    vpcmpeqw    ymm0, ymm0, sc_va               ; w[i] == a
-    vpcmpeqw    ymm1, ymm1, sc_vb               ; w[i+1] == b
-    vpcmpeqw    ymm2, ymm2, sc_va
-    vpcmpeqw    ymm3, ymm3, sc_vb
+    vmovdqu     ymm0, [sc_w + sc_pos * TW]
+    vmovdqu     ymm1, [sc_w + sc_pos * TW + TW]
+    vmovdqu     ymm2, [sc_w + sc_pos * TW + 32]
+    vmovdqu     ymm3, [sc_w + sc_pos * TW + 32 + TW]
+    VPCMPEQT    ymm0, ymm0, sc_va               ; w[i] == a
+    VPCMPEQT    ymm1, ymm1, sc_vb               ; w[i+1] == b
+    VPCMPEQT    ymm2, ymm2, sc_va
+    VPCMPEQT    ymm3, ymm3, sc_vb
     vpand       ymm0, ymm0, ymm1
     vpand       ymm2, ymm2, ymm3
     vpor        ymm1, ymm0, ymm2
     vptest      ymm1, ymm1
     jnz         .hit
-    add         sc_pos, 32
+    add         sc_pos, 64 / TW
     jmp         .vec
 .hit:
     vpmovmskb   eax, ymm0
@@ -306,7 +306,7 @@ PROC scan_segment
     shl         rcx, 32
     or          rax, rcx
     tzcnt       rax, rax
-    shr         eax, 1
+    shr         eax, TSH
     add         rax, sc_pos                     ; p
     cmp         rax, sc_end
     jae         .done
@@ -352,7 +352,7 @@ PROC scan_segment
     mov         [rsp + scan_frame.c], rcx
     mov         rax, rsi
 .find_end:
-    cmp         word [sc_w + rax * 2], SEP
+    cmp         TWORD [sc_w + rax * TW], SEP
     je          .have_e
     inc         rax
     jmp         .find_end
@@ -362,15 +362,15 @@ PROC scan_segment
     ; remaining -= count x occurrences
     mov         r10, [rsp + scan_frame.s]
     xor         r11d, r11d
-    movzx       r8d, word [sc_ctx + tctx.a]
-    movzx       r9d, word [sc_ctx + tctx.b]
+    mov         r8d, [sc_ctx + tctx.a]          ; (ids: a u32 is enough)
+    mov         r9d, [sc_ctx + tctx.b]
 .occ:
     lea         rax, [r10 + 1]
     cmp         rax, [rsp + scan_frame.e]
     jae         .occ_done
-    cmp         [sc_w + r10 * 2], r8w
+    CMPT        [sc_w + r10 * TW], r8d
     jne         .occ_next
-    cmp         [sc_w + r10 * 2 + 2], r9w
+    CMPT        [sc_w + r10 * TW + TW], r9d
     jne         .occ_next
     inc         r11
 .occ_next:
@@ -401,70 +401,70 @@ PROC scan_segment
 .rw:
     cmp         sc_rd, [rsp + scan_frame.e]
     jae         .rw_done
-    movzx       eax, word [sc_w + sc_rd * 2]
-    cmp         ax, [sc_ctx + tctx.a]
+    LDT         eax, [sc_w + sc_rd * TW]
+    cmp         eax, [sc_ctx + tctx.a]
     jne         .copy
-    movzx       ecx, word [sc_w + sc_rd * 2 + 2] ; (SEP at the end: never b)
-    cmp         cx, [sc_ctx + tctx.b]
+    LDT         ecx, [sc_w + sc_rd * TW + TW]   ; (SEP at the end: never b)
+    cmp         ecx, [sc_ctx + tctx.b]
     jne         .copy
     cmp         sc_wr, [rsp + scan_frame.s]
     jbe         .no_prev
-    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, a) -c
-    shl         esi, 16
-    or          esi, [sc_ctx + tctx.a]
+    LDT         esi, [sc_w + sc_wr * TW - TW]   ; (p, a) -c
+    shl         rsi, PSHIFT
+    or          rsi, [sc_ctx + tctx.a]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    movzx       esi, word [sc_w + sc_wr * 2 - 2] ; (p, t) +c
-    shl         esi, 16
-    or          esi, [sc_ctx + tctx.t]
+    LDT         esi, [sc_w + sc_wr * TW - TW]   ; (p, t) +c
+    shl         rsi, PSHIFT
+    or          rsi, [sc_ctx + tctx.t]
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_prev:
-    mov         esi, [sc_ctx + tctx.a]          ; (a, b) -c
-    shl         esi, 16
-    or          esi, [sc_ctx + tctx.b]
+    mov         rsi, [sc_ctx + tctx.a]          ; (a, b) -c
+    shl         rsi, PSHIFT
+    or          rsi, [sc_ctx + tctx.b]
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
     lea         rax, [sc_rd + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next
-    mov         esi, [sc_ctx + tctx.b]          ; (b, n) -c
-    shl         esi, 16
-    movzx       eax, word [sc_w + sc_rd * 2 + 4]
-    or          esi, eax
+    mov         rsi, [sc_ctx + tctx.b]          ; (b, n) -c
+    shl         rsi, PSHIFT
+    LDT         eax, [sc_w + sc_rd * TW + 2 * TW]
+    or          rsi, rax
     mov         rdx, [rsp + scan_frame.c]
     neg         rdx
     call        dm_add
-    mov         esi, [sc_ctx + tctx.t]          ; (t, n) +c
-    shl         esi, 16
-    movzx       eax, word [sc_w + sc_rd * 2 + 4]
-    or          esi, eax
+    mov         rsi, [sc_ctx + tctx.t]          ; (t, n) +c
+    shl         rsi, PSHIFT
+    LDT         eax, [sc_w + sc_rd * TW + 2 * TW]
+    or          rsi, rax
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_next:
     mov         eax, [sc_ctx + tctx.t]
-    mov         [sc_w + sc_wr * 2], ax
+    STT         [sc_w + sc_wr * TW], eax
     mov         rcx, [rsp + scan_frame.ft]      ; t is now in this chunk
     mov         rax, sc_wr
     shr         rax, CHUNK_SHIFT
     SET_CHUNK_BIT rcx, rax, rdx
     cmp         sc_wr, [rsp + scan_frame.s]     ; and so are the pairs
     jbe         .no_prev_pair                   ; (prev, t) and (t, next)
-    movzx       ecx, word [sc_w + sc_wr * 2 - 2] ; (prev: final; next: the
-    shl         ecx, 16                         ; old one, final unless it
-    or          ecx, [sc_ctx + tctx.t]          ; is merged too, and then
+    LDT         ecx, [sc_w + sc_wr * TW - TW]   ; (prev: final; next: the
+    shl         rcx, PSHIFT                     ; old one, final unless it
+    or          rcx, [sc_ctx + tctx.t]          ; is merged too, and then
     lea         rax, [sc_wr - 1]                ; its own (prev, t) counts)
     MARK_PAIR
 .no_prev_pair:
     lea         rax, [sc_rd + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next_pair
-    mov         ecx, [sc_ctx + tctx.t]
-    shl         ecx, 16
-    movzx       eax, word [sc_w + sc_rd * 2 + 4]
-    or          ecx, eax
+    mov         rcx, [sc_ctx + tctx.t]
+    shl         rcx, PSHIFT
+    LDT         eax, [sc_w + sc_rd * TW + 2 * TW]
+    or          rcx, rax
     mov         rax, sc_wr
     MARK_PAIR
 .no_next_pair:
@@ -473,7 +473,7 @@ PROC scan_segment
     inc         sc_nrep_d
     jmp         .rw
 .copy:
-    mov         [sc_w + sc_wr * 2], ax
+    STT         [sc_w + sc_wr * TW], eax
     inc         sc_rd
     inc         sc_wr
     jmp         .rw
@@ -490,10 +490,10 @@ PROC scan_segment
     lea         rax, [sc_rd + 1]
     cmp         rax, sc_wr
     jae         .pairs_marked
-    movzx       ecx, word [sc_w + sc_rd * 2]
-    shl         ecx, 16
-    movzx       eax, word [sc_w + sc_rd * 2 + 2]
-    or          ecx, eax
+    LDT         ecx, [sc_w + sc_rd * TW]
+    shl         rcx, PSHIFT
+    LDT         eax, [sc_w + sc_rd * TW + TW]
+    or          rcx, rax
     mov         rax, sc_rd
     MARK_PAIR
     inc         sc_rd
@@ -503,7 +503,7 @@ PROC scan_segment
 .mark:
     cmp         sc_rd, sc_wr
     jae         .marked
-    movzx       ecx, word [sc_w + sc_rd * 2]
+    LDT         ecx, [sc_w + sc_rd * TW]
     and         ecx, FILT_MASK
     imul        rcx, [sc_ctx + tctx.blstride]
     add         rcx, [sc_ctx + tctx.bloom]
@@ -525,7 +525,7 @@ PROC scan_segment
 .fill:
     cmp         sc_wr, [rsp + scan_frame.e]
     jae         .word_done
-    mov         word [sc_w + sc_wr * 2], SEP
+    mov         TWORD [sc_w + sc_wr * TW], SEP
     inc         sc_wr
     jmp         .fill
 .word_done:
@@ -572,9 +572,12 @@ PROC scan_segment
     tzcnt       rdx, rdx
     add         rax, rdx                        ; the chunk
     mov         rdx, rax
-    shl         rdx, CHUNK_SHIFT + 1            ; its W bytes
-    prefetcht0  [sc_w + rdx]
-    prefetcht0  [sc_w + rdx + 64]
+    shl         rdx, CHUNK_SHIFT + TSH          ; its W bytes
+%assign pf_line 0
+%rep (TW << CHUNK_SHIFT) / 64                    ; (its 2 or 4 lines)
+    prefetcht0  [sc_w + rdx + pf_line]
+%assign pf_line pf_line + 64
+%endrep
     mov         rdx, [sc_ctx + tctx.cw]
     prefetcht0  [rdx + rax * 4]
     inc         rax

@@ -41,7 +41,7 @@ from .tokenizer import (
     v2_flags, v2_image)
 from .vocab import Vocab, VocabError
 
-__all__ = ["LoadedTokenizer", "BOS_NAMES"]
+__all__ = ["LoadedTokenizer", "BOS_NAMES", "trained_tokenizer"]
 
 # specials that may start a document, in the order they are looked for
 BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<|startoftext|>", "<s>")
@@ -290,3 +290,25 @@ class LoadedTokenizer(Tokenizer):
     def to_bytes(self) -> bytes:
         """The tokenizer.bin version 2 image (harness.tokenizer)."""
         return v2_image(self._vocab, self._body)
+
+
+def trained_tokenizer(merges, pretokenizer: str, name: str = "asmbpe") -> LoadedTokenizer:
+    """The tokenizer of merges asmbpe trained, for vocabularies above 65,535 ids (u32):
+    the layout of asmbpe's own tokenizers (ids 0..255 the bytes, merge i makes id
+    256 + i, the 16 specials of SPEC §5 on top) as a Vocab with merge_ids, so two
+    merges that make the same bytes keep their own ids. Encodes with the merges'
+    priorities (lowest first, leftmost first: SPEC §6) through the rank encoder;
+    saves as tokenizer.bin version 2 (flags bit 2)."""
+    from .tokenizer import N_BYTES, SPECIALS
+    pairs = np.asarray(merges).reshape(-1, 2).tolist()
+    tokens = [bytes([b]) for b in range(N_BYTES)]
+    for k, (a, b) in enumerate(pairs):
+        if not (a < N_BYTES + k and b < N_BYTES + k):
+            raise ValueError(f"merge {k} ({a}, {b}) references an id not yet defined "
+                             f"(must be < {N_BYTES + k})")
+        tokens.append(tokens[a] + tokens[b])
+    top = len(tokens)
+    specials = {s: top + k for k, s in enumerate(SPECIALS)}
+    return LoadedTokenizer(Vocab(name=name, tokens=tokens, pretokenizer=pretokenizer,
+                                 specials=specials, merges=[(a, b) for a, b in pairs],
+                                 whole_chunk=False, merge_ids=True))

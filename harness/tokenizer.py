@@ -29,7 +29,9 @@ Version 2, a loaded vocabulary (SPEC §11: a tiktoken ranks file or a tokenizer.
     32  u64      token_bytes: the length of all token bytes together
     40  u32      special_bytes: the length of all special names together
     44  u32      flags: bit 0 whole_chunk (a chunk that is a token is that token),
-                 bit 1 merges (tokenizer.json: merge priorities; else tiktoken ranks)
+                 bit 1 merges (tokenizer.json: merge priorities; else tiktoken ranks),
+                 bit 2 merge_ids (with bit 1: merge i makes id 256 + i, as asmbpe's
+                 training lays ids out; n_merges = n_tokens - 256, tokens may repeat)
     48  u32      name_len: the length of the name (UTF-8)
     52  12 bytes reserved (0)
     64  u64 x (n_tokens + 1)   token offsets: token i is bytes offset[i] .. offset[i+1]
@@ -42,7 +44,8 @@ Version 2, a loaded vocabulary (SPEC §11: a tiktoken ranks file or a tokenizer.
         name_len bytes         the vocabulary's name (display only, not hashed)
 
 Rules version 2 adds (each refused with TokenizerFileError naming offset and problem):
-every token distinct; all 256 single bytes are tokens; a special's id is not 0xFFFFFFFF,
+every token distinct (unless flags bit 2: then token 256 + i is merge i's two tokens
+together, each id below 256 + i, and ids 0..255 are the bytes in order); all 256 single bytes are tokens; a special's id is not 0xFFFFFFFF,
 is not an ordinary token's id unless that token's bytes are the special's name (a
 tokenizer.json may keep its specials in its vocab), and names are non-empty, distinct,
 UTF-8; a merge's two ids are tokens and their bytes together are a token; the file is
@@ -750,7 +753,8 @@ HEADER2_SIZE = 64
 NO_ID = 0xFFFFFFFF              # never an id (u32 ids)
 V2_WHOLE_CHUNK = 1              # flags bit 0
 V2_MERGES = 2                   # flags bit 1
-V2_KNOWN_FLAGS = V2_WHOLE_CHUNK | V2_MERGES
+V2_MERGE_IDS = 4                # flags bit 2 (with bit 1): merge i makes id 256 + i
+V2_KNOWN_FLAGS = V2_WHOLE_CHUNK | V2_MERGES | V2_MERGE_IDS
 # magic, version, pretok, n_tokens, n_merges, n_special, hash, token_bytes,
 # special_bytes, flags, name_len, reserved
 _HEADER2 = struct.Struct("<8sHHIIIQQIII12s")
@@ -772,7 +776,8 @@ def identity_hash(pretok: int, flags: int, body: bytes) -> int:
 
 def v2_flags(vocab) -> int:
     return ((V2_WHOLE_CHUNK if vocab.whole_chunk else 0)
-            | (V2_MERGES if vocab.merges is not None else 0))
+            | (V2_MERGES if vocab.merges is not None else 0)
+            | (V2_MERGE_IDS if vocab.merge_ids else 0))
 
 
 def v2_body(vocab) -> bytes:
@@ -821,8 +826,14 @@ def parse_v2(data: bytes, name: str):
         known = ", ".join(str(p) for p in PRETOKENIZERS)
         fail(OFF_PRETOK, f"unknown pre-tokenizer id {pretok}, expected one of {known}")
     if flags & ~V2_KNOWN_FLAGS:
-        fail(V2_OFF_FLAGS, f"unknown flags 0x{flags:08x} (bit 0 whole_chunk and bit 1 "
-                           "merges are defined)")
+        fail(V2_OFF_FLAGS, f"unknown flags 0x{flags:08x} (bit 0 whole_chunk, bit 1 "
+                           "merges and bit 2 merge_ids are defined)")
+    merge_ids = bool(flags & V2_MERGE_IDS)
+    if merge_ids and not flags & V2_MERGES:
+        fail(V2_OFF_FLAGS, f"flags 0x{flags:08x}: bit 2 (merge_ids) needs bit 1 (merges)")
+    if merge_ids and n_merges != n_tokens - N_BYTES:
+        fail(V2_OFF_NMERGES, f"bad n_merges {n_merges}: with merge_ids (flags bit 2) it "
+                             f"is n_tokens - {N_BYTES} = {n_tokens - N_BYTES}")
     if any(reserved):
         fail(V2_OFF_RESERVED + next(k for k, b in enumerate(reserved) if b),
              "reserved bytes 52..63 must be 0")
@@ -877,9 +888,14 @@ def parse_v2(data: bytes, name: str):
     index: dict[bytes, int] = {}
     for i, t in enumerate(tokens):
         j = index.setdefault(t, i)
-        if j != i:
+        if j != i and not merge_ids:
             fail(o_tokens + bounds[i], f"duplicate token: id {i} has the bytes {t[:40]!r} "
                                        f"of id {j}")
+    if merge_ids:
+        for b in range(N_BYTES):
+            if tokens[b] != bytes([b]):
+                fail(o_tokens + bounds[b], f"token {b} is {tokens[b][:40]!r}, not the byte "
+                                           f"0x{b:02x} (merge_ids: ids 0..255 are the bytes)")
     for b in range(N_BYTES):
         if bytes([b]) not in index:
             fail(o_tokens, f"byte 0x{b:02x} is not a token (a vocabulary holds all "
@@ -931,6 +947,11 @@ def parse_v2(data: bytes, name: str):
                                               f"(n_tokens {n_tokens})")
         merges = [(a, b) for a, b in pairs.tolist()]
         for k, (a, b) in enumerate(merges):
+            if merge_ids and (max(a, b) >= N_BYTES + k
+                              or tokens[a] + tokens[b] != tokens[N_BYTES + k]):
+                fail(o_merges + 8 * k, f"merge {k} ({a}, {b}) does not make token "
+                                       f"{N_BYTES + k} (merge_ids: its ids below "
+                                       f"{N_BYTES + k}, its bytes theirs together)")
             if tokens[a] + tokens[b] not in index:
                 fail(o_merges + 8 * k, f"merge {k} ({a}, {b}) makes "
                                        f"{(tokens[a] + tokens[b])[:40]!r}, not a token")
@@ -944,7 +965,8 @@ def parse_v2(data: bytes, name: str):
         fail(V2_OFF_HASH, f"hash mismatch: the header says 0x{stored_hash:016x}, the body "
                           f"hashes to 0x{actual:016x}")
     return Vocab(name=vocab_name, tokens=tokens, pretokenizer=resolve(pretok).name,
-                 specials=specials, merges=merges, whole_chunk=bool(flags & V2_WHOLE_CHUNK))
+                 specials=specials, merges=merges, whole_chunk=bool(flags & V2_WHOLE_CHUNK),
+                 merge_ids=merge_ids)
 
 
 def _version_of(head: bytes):

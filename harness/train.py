@@ -47,13 +47,15 @@ from .corpora import ReadOptions, estimate_bytes, iter_batches, prefetch
 from .errors import AsmbpeError, OutOfMemory, memory_phase
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
+from .loaded import trained_tokenizer
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
-           "MIN_VOCAB", "MAX_COUNT", "TrainOutOfMemory", "check_min_count"]
+           "MIN_VOCAB", "MAX_TRAIN_VOCAB", "MAX_COUNT", "TrainOutOfMemory", "check_min_count"]
 
 BATCH_BYTES = 16 << 20                   # text per asmbpe_count_words call (measured best)
 MIN_VOCAB = N_BYTES + N_SPECIAL          # 272: no merges at all
+MAX_TRAIN_VOCAB = 1 << 20                # u32 training (asmbpe_train32): ids below 2^20
 MAX_COUNT = (1 << 64) - 1                # the library's counts are uint64
 
 # library status codes (asm/asmbpe.h)
@@ -93,11 +95,14 @@ class TrainOutOfMemory(TrainError, OutOfMemory):
 class TrainResult:
     """What `train` learned.
 
-    merges:    (M, 2) uint16, merge i made token 256 + i from (left, right);
+    merges:    (M, 2) uint16, merge i made token 256 + i from (left, right); uint32
+               when 256 + M + 16 > 65535;
     counts:    (M,) uint64, the winning pair count of each merge;
     tokenizer: the Tokenizer of these merges (vocab_size = 256 + M + 16; smaller than
                asked when training stopped early), with the pre-tokenizer they were
-               learned with (`tokenizer.pretokenizer`);
+               learned with (`tokenizer.pretokenizer`); above 65,535 ids a
+               harness.loaded.LoadedTokenizer (uint32 ids, the same layout:
+               harness.loaded.trained_tokenizer);
     stats:     "seconds" (a dict per phase, see the module doc) and counters:
                bytes_in, documents, chunks (chunks counted, long ones left out),
                unique_words, words (unique words of >= 2 bytes, the ones laid out),
@@ -215,15 +220,19 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
           verify: bool = False, progress: Progress | None = None, *,
           pretokenizer: str | int = DEFAULT_PRETOKENIZER, batch_bytes: int = BATCH_BYTES,
           separator: bytes | str | None = None, per_merge: bool = False,
-          read_options: ReadOptions | None = None) -> TrainResult:
+          read_options: ReadOptions | None = None, _wide: bool | None = None) -> TrainResult:
     """Learn byte-level BPE merges (SPEC §4) with the assembly trainer.
 
     inputs: bytes or str (one document), a list/tuple/iterable of them (one document
         each; str as UTF-8), or a path (os.PathLike, e.g. pathlib.Path) or list of
         paths: files read as a stream by harness.corpora (Parquet `text`, JSONL `text`,
         plain text; .gz/.zst). A plain str is a document, never a file name.
-    vocab_size: 256 + merges + 16 specials, 272..65535; vocab_size - 272 merges are
-        asked for, fewer are learned when no pair is left with min_count.
+    vocab_size: 256 + merges + 16 specials, 272..1048576 (2^20); vocab_size - 272 merges
+        are asked for, fewer are learned when no pair is left with min_count. Up to
+        65,535 the ids are u16 (a Tokenizer, tokenizer.bin version 1); above, the merge
+        loop runs on u32 tokens (asmbpe_train32: the same merges, wider words) and the
+        tokenizer is a LoadedTokenizer of uint32 ids (merge i still makes id 256 + i;
+        tokenizer.bin version 2).
     threads: threads for counting and the merge loop (default os.cpu_count(), and one
         for the merge loop when the unique words hold under SMALL_WORDS_BYTES; at most
         256); naive=True runs the merge loop on one thread, recounting every pair for
@@ -247,7 +256,7 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
         the pairs it replaced (not kept with naive=True).
     """
     t_start = time.perf_counter()
-    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
+    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_TRAIN_VOCAB)
     auto_threads = threads is None
     if threads is None:
         threads = min(os.cpu_count() or 1, MAX_THREADS)
@@ -298,7 +307,7 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
         result = train_words(table, vocab_size, None if auto_threads else threads,
                              naive=naive, min_count=min_count, verify=verify,
                              progress=progress, per_merge=per_merge, _seconds=seconds,
-                             _t_start=t_start, _release=True)
+                             _t_start=t_start, _release=True, _wide=_wide)
     finally:
         table.close()
     result.stats.update(bytes_in=bytes_in, documents=documents, count_threads=threads)
@@ -406,14 +415,19 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
                 naive: bool = False, min_count: int = 1, verify: bool = False,
                 progress: Progress | None = None, *, per_merge: bool = False,
                 _seconds: dict | None = None, _t_start: float | None = None,
-                _release: bool = False) -> TrainResult:
+                _release: bool = False, _wide: bool | None = None) -> TrainResult:
     """Learn merges from the words of a WordTable (what `train` does after counting):
     lay them out, count pairs, run the merge loop on `threads` threads (default all
     CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
     documents the table counted; the tokenizer has the table's pre-tokenizer. (`_release`, for `train`: the library gives the
-    table's memory back once the words are laid out; the table is closed then.)"""
+    table's memory back once the words are laid out; the table is closed then.
+    `_wide`, for tests: True runs the u32 trainer, False the u16 one; None picks by
+    vocab_size.)"""
     t_start = _t_start if _t_start is not None else time.perf_counter()
-    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_VOCAB)
+    vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_TRAIN_VOCAB)
+    wide = vocab_size > MAX_VOCAB if _wide is None else bool(_wide)
+    if not wide and vocab_size > MAX_VOCAB:
+        raise ValueError(f"vocab_size {vocab_size}: the u16 trainer stops at {MAX_VOCAB}")
     auto_threads = threads is None
     threads = min(_check_int("threads", threads if threads is not None
                              else min(os.cpu_count() or 1, MAX_THREADS), 1), MAX_THREADS)
@@ -430,7 +444,9 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     chunks = table.total
     flags = ((L.ASMBPE_NAIVE if naive else 0) | (L.ASMBPE_VERIFY if verify else 0)
              | (L.ASMBPE_RELEASE_WORDS if _release else 0))
-    merges_u32 = np.zeros(max(n_merges, 1), dtype=np.uint32)
+    # the u16 trainer writes u32 left | right << 16 per merge, the u32 one u64
+    # left | right << 32: both an (M, 2) array of the id width, row-major
+    merges_out = np.zeros((max(n_merges, 1), 2), dtype=np.uint32 if wide else np.uint16)
     counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
     raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
     records = None
@@ -454,25 +470,30 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     if auto_threads and table.key_bytes < SMALL_WORDS_BYTES:
         loop_threads = 1                # tiny word arrays: two barriers a merge cost
                                         # more than a second scanner saves
-    status = L.asmbpe_train(tab, n_merges, min_count, loop_threads, flags,
-                            ffi.from_buffer("uint32_t[]", merges_u32),
-                            ffi.from_buffer("uint64_t[]", counts),
-                            ffi.from_buffer("uint64_t[]", raw))
+    train_fn, merges_c = ((L.asmbpe_train32, "uint64_t[]") if wide
+                          else (L.asmbpe_train, "uint32_t[]"))
+    status = train_fn(tab, n_merges, min_count, loop_threads, flags,
+                      ffi.from_buffer(merges_c, merges_out),
+                      ffi.from_buffer("uint64_t[]", counts),
+                      ffi.from_buffer("uint64_t[]", raw))
     train_call = time.perf_counter() - t1
     if _release:
         table.close()                   # empty now: nothing else may use it
 
     learned = int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status)
-    merges = np.ascontiguousarray(merges_u32[:max(learned, 0)]).view(np.uint16).reshape(-1, 2)
+    merges = merges_out[:max(learned, 0)].copy()
+    if N_BYTES + len(merges) + N_SPECIAL <= MAX_VOCAB:
+        merges = merges.astype(np.uint16)       # every id fits: asmbpe's own u16 tokenizer
     counts = counts[:max(learned, 0)].copy()
     if status == EVERIFY:
-        raise TrainError(_verify_message(L, raw, merges, counts), EVERIFY)
+        raise TrainError(_verify_message(L, raw, merges, counts, 32 if wide else 16), EVERIFY)
     if status < 0:
         raise _failed("training merges", "asmbpe_train", status)
     report("merge", learned, n_merges)
 
     stats = _stats(L, raw, seconds, train_call)
-    tokenizer = Tokenizer(merges, pretokenizer=pretok)
+    tokenizer = (Tokenizer(merges, pretokenizer=pretok) if merges.dtype == np.uint16
+                 else trained_tokenizer(merges, pretok.name))
     stats.update(
         bytes_in=0, documents=0, chunks=chunks, unique_words=unique_words,
         merges=learned, merges_asked=n_merges, pretokenizer=pretok.name, count_threads=0,
@@ -537,7 +558,8 @@ def _describe(ident: int, table: list[bytes]) -> str:
     return f"{ident} {table[ident]!r}" if ident < len(table) else f"{ident} (undefined)"
 
 
-def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray) -> str:
+def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray,
+                    shift: int = 16) -> str:
     """The first violation verify found, in words."""
     table = _id_bytes(merges)
     merge = int(raw[L.ASMBPE_TS_VERIFY_MERGE])
@@ -551,7 +573,7 @@ def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray) 
     elif merge != NONE:
         parts.append(f"merge {merge}: the winning count went up")
     if pair != NONE:
-        a, b = pair & 0xFFFF, pair >> 16
+        a, b = pair & ((1 << shift) - 1), pair >> shift
         kept = int(raw[L.ASMBPE_TS_VERIFY_KEPT])
         true = int(raw[L.ASMBPE_TS_VERIFY_TRUE])
         parts.append(f"pair ({_describe(a, table)}, {_describe(b, table)}): the kept table "

@@ -69,7 +69,9 @@ class Vocab:
     tokenizer.json may also keep them inside its vocab). merges are tokenizer.json's
     merges in priority order, as (left id, right id); None for tiktoken rank files, whose
     priorities are the ranks of the merged tokens. whole_chunk: a chunk that is itself a
-    token encodes as that token."""
+    token encodes as that token. merge_ids: merge i makes id 256 + i whatever its bytes
+    (a vocabulary asmbpe trained: two merges may make the same bytes, so tokens may
+    repeat), not the id of the concatenated bytes."""
 
     name: str
     tokens: list[bytes]
@@ -77,6 +79,7 @@ class Vocab:
     specials: dict[str, int]
     merges: Optional[list[tuple[int, int]]]
     whole_chunk: bool
+    merge_ids: bool = False
 
     @property
     def n_vocab(self) -> int:
@@ -422,7 +425,7 @@ def pair_table(v: Vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     tiktoken ranks (v.merges is None): every split of every token t of two bytes or more
     into two tokens a + b, priority = result = id of t. tokenizer.json (v.merges given):
     one row per merge i, priority i, result = the id of the concatenated bytes (VocabError
-    if it is not a token). A pair listed twice keeps its last priority, as tokenizers
+    if it is not a token); with v.merge_ids, result = 256 + i. A pair listed twice keeps its last priority, as tokenizers
     does (it builds its merge map by inserting every merge in order, so the later one
     overwrites the earlier; tests/test_vocab.py checks this against tokenizers).
 
@@ -439,6 +442,8 @@ def pair_table(v: Vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
                     b = index.get(t[k:])
                     if b is not None:
                         rows.append((a, b, i, i))
+    elif v.merge_ids:
+        rows = [(a, b, i, 256 + i) for i, (a, b) in enumerate(v.merges)]
     else:
         last: dict[tuple[int, int], tuple[int, int]] = {}
         for priority, (a, b) in enumerate(v.merges):
