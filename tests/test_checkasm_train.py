@@ -15,3 +15,7 @@ def test_count_words_checkasm():
 
 def test_train_checkasm():
     _run("asmbpe_train", 1000)
+
+
+def test_train32_checkasm():
+    _run("asmbpe_train32", 1000)

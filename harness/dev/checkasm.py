@@ -509,7 +509,19 @@ def check_count_words(ctx: Ctx) -> None:
 
 @register("asmbpe_train")
 def check_train(ctx: Ctx) -> None:
+    _check_train(ctx, "asmbpe_train", 16)
+
+
+@register("asmbpe_train32")
+def check_train32(ctx: Ctx) -> None:
+    """The u32 build of the trainer (train.inc's TOK32): the same cases, merges as
+    u64 left | right << 32."""
+    _check_train(ctx, "asmbpe_train32", 32)
+
+
+def _check_train(ctx: Ctx, fn: str, shift: int) -> None:
     arena = GuardedArena(MB + 4096)
+    mtype, ctype = (np.uint32, "uint32_t[]") if shift == 16 else (np.uint64, "uint64_t[]")
     cases = [("one repeated byte", [b"a" * 50, b"aaa aaaa aa"]),
              ("no pairs", [b"a b c d e f"]),
              ("single word", [b"tokenization"]),
@@ -519,7 +531,7 @@ def check_train(ctx: Ctx) -> None:
     for i, (name, docs) in enumerate(cases):
         n_merges = [40, 5, 200][i % 3]
         want = twin.train(docs, 256 + 16 + n_merges, pretokenizer="seed")
-        want_m = [(int(a) | int(b) << 16) for a, b in want.merges]
+        want_m = [(int(a) | int(b) << shift) for a, b in want.merges]
         want_c = want.counts.tolist()
         for flags, threads in ((0, 1), (1, 1), (2, 3), (2, 8)):
             case = f"{name}: {n_merges} merges, flags {flags}, {threads} threads"
@@ -529,26 +541,26 @@ def check_train(ctx: Ctx) -> None:
             tab = ctx.call("asmbpe_wordtab_new")
             ctx.call("asmbpe_count_words", tab, ptr, ffi.from_buffer("uint64_t[]", ends),
                      len(docs), threads, 256, 1)
-            merges32 = np.zeros(n_merges + 32, dtype=np.uint32)
+            merges32 = np.zeros(n_merges + 32, dtype=mtype)
             stats = np.zeros(64, dtype=np.uint64)
             c_full, counts = out_array(n_merges)
-            got = ctx.call("asmbpe_train", tab, n_merges, 1, threads, flags,
-                           ffi.from_buffer("uint32_t[]", merges32[16:]),
+            got = ctx.call(fn, tab, n_merges, 1, threads, flags,
+                           ffi.from_buffer(ctype, merges32[16:]),
                            ffi.from_buffer("uint64_t[]", counts),
                            ffi.from_buffer("uint64_t[]", stats))
             ctx.call("asmbpe_wordtab_free", tab)
             got = got - (1 << 64) if got >> 63 else got
             if np.any(stats[32:]):
-                ctx.fail(f"asmbpe_train: {case}: wrote past the stats it owns")
+                ctx.fail(f"{fn}: {case}: wrote past the stats it owns")
             if got != len(want_m):
-                ctx.fail(f"asmbpe_train: {case}: learned {got}, twin {len(want_m)}")
+                ctx.fail(f"{fn}: {case}: learned {got}, twin {len(want_m)}")
                 continue
             if merges32[16:16 + got].tolist() != want_m or counts[:got].tolist() != want_c:
                 i0 = next(j for j in range(got) if merges32[16 + j] != want_m[j] or counts[j] != want_c[j])
-                ctx.fail(f"asmbpe_train: {case}: merge {i0} is {int(merges32[16 + i0]):#x} x{int(counts[i0])}, "
+                ctx.fail(f"{fn}: {case}: merge {i0} is {int(merges32[16 + i0]):#x} x{int(counts[i0])}, "
                          f"twin {want_m[i0]:#x} x{want_c[i0]}")
             if np.any(merges32[:16]) or np.any(merges32[16 + n_merges:]) or not margins_intact(c_full, got):
-                ctx.fail(f"asmbpe_train: {case}: wrote outside merges/counts")
+                ctx.fail(f"{fn}: {case}: wrote outside merges/counts")
     arena.close()
 
 
