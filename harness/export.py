@@ -205,6 +205,8 @@ def _check_tiktoken_exact(tokenizer) -> None:
 
 
 def _export_tiktoken_loaded(tokenizer, path) -> None:
+    if tokenizer.vocab.merge_ids:       # a vocabulary asmbpe trained above 65,535 ids
+        _check_no_duplicates(tokenizer, "tiktoken")
     _check_tiktoken_exact(tokenizer)
     lines = b"".join(base64.b64encode(b) + b" %d\n" % i
                      for i, b in enumerate(tokenizer.vocab.tokens))
@@ -408,6 +410,8 @@ def hf_json_loaded(tokenizer) -> dict:
 def export_hf(tokenizer: Tokenizer, path) -> None:
     """Write a Hugging Face tokenizer.json to path (module doc)."""
     if tokenizer.is_loaded:
+        if tokenizer.vocab.merge_ids:   # a vocabulary asmbpe trained above 65,535 ids
+            _check_no_duplicates(tokenizer, "Hugging Face tokenizers")
         data = json.dumps(hf_json_loaded(tokenizer), ensure_ascii=False, indent=1)
         return write_atomic(path, data.encode("utf-8"))
     write_atomic(path, hf_tokenizer(tokenizer).to_str(pretty=True).encode("utf-8"))

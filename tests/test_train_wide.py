@@ -197,3 +197,20 @@ def test_vocab_size_bounds():
     r = harness.train([b"ab ab ab"], 1 << 20)    # stops early: (a, b), (" ", ab)
     assert r.n_merges == 2 and r.merges.dtype == np.uint16
     assert r.stopped_early
+
+
+@pytest.mark.parametrize("library", ["hf", "tiktoken"])
+def test_above_u16_exports_give_the_same_ids(big, library):
+    from harness import export
+    pytest.importorskip("tokenizers" if library == "hf" else "tiktoken")
+    _, r = big
+    held_out = read_documents(corpus_path("multilingual"), 7_000_000)[-300:]
+    assert export.first_difference(r.tokenizer, held_out, library) is None
+
+
+@pytest.mark.parametrize("library", ["hf", "tiktoken"])
+def test_duplicate_bytes_refuse_the_exports(library):
+    from harness import export
+    dup = trained_tokenizer(np.array([(97, 97), (256, 97), (97, 256)]), "seed")
+    with pytest.raises(export.DuplicateTokenError, match="258 = 257"):
+        export.first_difference(dup, ["aaa"], library)
