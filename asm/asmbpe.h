@@ -113,6 +113,7 @@ enum {
     ASMBPE_NAIVE = 1,
     ASMBPE_VERIFY = 2,
     ASMBPE_RELEASE_WORDS = 4,
+    ASMBPE_WIDE_ONLY = 8,   /* asmbpe_train32: u32 tokens from the first merge */
     ASMBPE_EVERIFY = -5,
     ASMBPE_TS_CYC_LAYOUT = 0, ASMBPE_TS_CYC_PAIRS, ASMBPE_TS_CYC_LOOP,
     ASMBPE_TS_CYC_SCAN, ASMBPE_TS_CYC_APPLY, ASMBPE_TS_CYC_HEAP,
@@ -125,6 +126,10 @@ enum {
     ASMBPE_TS_PER_MERGE,    /* in: 0, or a uint64_t * to 3 x n_merges entries:
                                merge m's cycles (from being chosen to the next
                                merge chosen), words rewritten, pairs replaced */
+    ASMBPE_TS_NARROW,       /* asmbpe_train32: in: merges to learn on u16 tokens
+                               before widening to u32 (0: up to 65,279, as many
+                               as u16 ids allow); out: merges learned so */
+    ASMBPE_TS_HANDOFF,      /* (internal: 0 on return) */
     ASMBPE_TS_COUNT
 };
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
@@ -133,7 +138,10 @@ int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,
 /* train.asm assembled with u32 tokens (asm/train.inc, TOK32): the same
  * training for vocabularies above 65,535 ids, up to 2^20 - 256 merges (ids
  * below 2^20); merges[i] = left | right << 32 (a uint32 [n][2] array). Same
- * merges, counts and stats as asmbpe_train wherever both can run. */
+ * merges and counts as asmbpe_train wherever both can run.  It learns its
+ * first merges (stats[ASMBPE_TS_NARROW], 65,279 by default) on u16 tokens,
+ * as asmbpe_train does, then widens the words to u32 in place and goes on;
+ * ASMBPE_WIDE_ONLY (and ASMBPE_NAIVE) run on u32 tokens throughout. */
 int64_t asmbpe_train32(const asmbpe_wordtab *t, uint64_t n_merges,
                        uint64_t min_count, uint64_t threads, uint64_t flags,
                        uint64_t *merges, uint64_t *counts, uint64_t *stats);

@@ -64,7 +64,12 @@ section .text
 %define at_flags_d ebx   ; (32-bit view)
 %define at_merges  rbp   ; merges out
 ; (the context lives in [rsp]; r13 and r14 are each phase's loop registers)
+%ifdef TOK32
+extern asmbpe_train                             ; the u16 build: the first merges
+FUNC asmbpe_train32, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, counts, stats
+%else
 FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, counts, stats
+%endif
     STACK_ALLOC 8                               ; aligned calls
     mov         rax, ASMBPE_EINVAL              ; int64_t: sign-extended
     test        threadsq, threadsq
@@ -80,6 +85,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         at_nth, threadsq
     mov         at_flags, flagsq
     mov         at_merges, mergesq
+%ifdef TOK32
+    test        at_flags_d, TF_WIDE_ONLY | TF_NAIVE
+    jz          .hybrid                         ; u16 tokens first, then widen
+%endif
     test        at_flags_d, TF_NAIVE
     jz          .threads_ok
     mov         at_nth_d, 1
@@ -167,6 +176,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     lea         rax, [r10 + r11 + 1]
     mov         [rdi + tctx.wlen], rax
     lea         rdi, [rax * TW + W_TAIL * TW + 4095]
+    test        at_flags_d, TF_HANDOFF          ; (room to widen W in place)
+    jz          .w_sized
+    lea         rdi, [rax * 4 + W_TAIL * 4 + 4095]
+.w_sized:
     and         rdi, ~4095
     mov         rax, [rsp + 16]
     mov         [rax + tctx.wbytes], rdi
@@ -378,6 +391,14 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rdi, [rsp]
     mov         r8, [rdi + tctx.stats]
     mov         [r8 + ST_CYC_LOOP * 8], rax
+    test        at_flags_d, TF_HANDOFF          ; called by asmbpe_train32: it
+    jz          .after_loop                     ; takes the context over
+    cmp         qword [rdi + tctx.status], 0
+    jne         .cleanup
+    mov         [r8 + ST_HANDOFF * 8], rdi
+    mov         rax, [r8 + ST_MERGES * 8]
+    jmp         .ret
+.after_loop:
     test        at_flags_d, TF_VERIFY
     jz          .cleanup
     RDTSC64
@@ -490,6 +511,108 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
 .enomem0:
     mov         rax, ASMBPE_ENOMEM
     jmp         .ret
+%ifdef TOK32
+    ; ---- the first merges on u16 tokens, then W widened in place ------------
+    ; asmbpe_train (the u16 build, TF_HANDOFF) lays W out with room for u32
+    ; tokens and learns the first n16 merges; the pair keys, the pair table,
+    ; the heap, the chunk filters and the delta maps are the same in both
+    ; builds (train.inc), so only W's tokens and the merges written so far
+    ; change width here, each in place from the end (entry i moves up to
+    ; 2i or 4i bytes: past what is still to be read).
+.hybrid:
+    mov         r8, statsm
+    mov         rax, [r8 + ST_NARROW * 8]       ; n16: stats[ST_NARROW], 0 for
+    mov         ecx, TRAIN16_MAX_MERGES         ; as many as u16 ids allow, at
+    test        rax, rax                        ; most n_merges
+    cmovz       rax, rcx
+    cmp         rax, rcx
+    cmova       rax, rcx
+    cmp         rax, r13
+    cmova       rax, r13
+    mov         r10, countsm
+    mov         r11, statsm
+    push        r11                             ; (stats, counts: the stack
+    push        r10                             ; arguments; rsp stays aligned)
+    mov         rdi, at_tab
+    mov         rsi, rax
+    mov         rdx, r14                        ; min_count
+    mov         rcx, at_nth
+    mov         r8, at_flags
+    or          r8, TF_HANDOFF
+    mov         r9, at_merges
+    call        asmbpe_train
+    add         rsp, 16
+    test        rax, rax
+    js          .ret                            ; (it cleaned up)
+    mov         r8, statsm
+    mov         [r8 + ST_NARROW * 8], rax       ; merges learned on u16 tokens
+    mov         rdi, [r8 + ST_HANDOFF * 8]
+    mov         qword [r8 + ST_HANDOFF * 8], 0
+    mov         [rsp], rdi                      ; the context, as below
+    RDTSC64
+    mov         r14, rax
+    mov         rsi, [rdi + tctx.w]             ; W: u16 -> u32, SEP -> SEP
+    mov         rcx, [rdi + tctx.wlen]
+    add         rcx, W_TAIL
+    mov         edx, -1
+.widen_w:
+    dec         rcx
+    movzx       eax, word [rsi + rcx * 2]
+    cmp         eax, 0xFFFF
+    cmove       eax, edx
+    mov         [rsi + rcx * 4], eax
+    test        rcx, rcx
+    jnz         .widen_w
+    mov         rcx, [r8 + ST_MERGES * 8]       ; merges: u32 left | right << 16
+.widen_merges:                                  ; -> u64 left | right << 32
+    test        rcx, rcx
+    jz          .widened
+    dec         rcx
+    mov         eax, [at_merges + rcx * 4]
+    mov         edx, eax
+    shr         edx, 16
+    movzx       eax, ax
+    shl         rdx, 32
+    or          rax, rdx
+    mov         [at_merges + rcx * 8], rax
+    jmp         .widen_merges
+.widened:
+    mov         [rdi + tctx.merges], at_merges
+    mov         [rdi + tctx.nmerges], r13
+    mov         [rdi + tctx.flags], at_flags
+    mov         qword [rdi + tctx.done], 0
+    lea         rdi, [rdi + tctx.bar]           ; (a fresh barrier for the
+    mov         rsi, at_nth                     ; new threads)
+    call        asmbpe_barrier_init
+    mov         rdi, [rsp]
+    mov         rsi, r14                        ; (the widening counts as loop
+    push        rsi                             ; time)
+    push        rsi
+    call        choose
+    mov         dword [rdi + tctx.nextseg], 0
+    RDTSC64
+    mov         [rdi + tctx.tlast], rax
+    cmp         qword [rdi + tctx.done], 0
+    jne         .hybrid_done
+    lea         rdi, [worker]
+    mov         rsi, [rsp + 16]
+    mov         rdx, at_nth
+    call        asmbpe_parallel
+    mov         rdi, [rsp + 16]
+    test        eax, eax
+    jz          .hybrid_done
+    movsxd      rax, eax
+    mov         [rdi + tctx.status], rax
+.hybrid_done:
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    mov         rdi, [rsp]
+    mov         r8, [rdi + tctx.stats]
+    add         [r8 + ST_CYC_LOOP * 8], rax
+    jmp         .after_loop
+%endif
 .einval:
     mov         rax, ASMBPE_EINVAL
 .ret:

@@ -200,7 +200,7 @@ PROC bloom_build
     je          .next
     shl         rdx, PSHIFT
     or          rdx, rax
-    PAIR_BUCKET rdx, edx
+    PAIR_BUCKET rdx, edx, rax
     imul        rdx, r10
     add         rdx, r9
     or          [rdi + rdx], r11

@@ -77,9 +77,7 @@ ENDPROC
 ; dm_add: rbx = map, rsi = P, rdx = delta.  Clobbers rax, rcx, r8, r9.
 PROC dm_add
     mov         rax, rsi
-    mov         rcx, PAIR_HASH_K
-    imul        rax, rcx
-    shr         rax, 32
+    PAIR_HASH   rax, eax, rcx
     mov         r8, [rbx + dmap.slots]
 .probe:
     and         rax, [rbx + dmap.mask]
@@ -152,9 +150,7 @@ dm_grow:
     mov         rsi, [r10 + rcx + pslot.key]
     mov         rdx, [r10 + rcx + pslot.val]
     mov         rax, rsi
-    mov         rdi, PAIR_HASH_K
-    imul        rax, rdi
-    shr         rax, 32
+    PAIR_HASH   rax, eax, rdi
 .probe:
     and         rax, dg_mask
     mov         rdi, rax

@@ -40,12 +40,14 @@ PROC record_merge
     movzx       ecx, dx
 %endif
     mov         [rdi + tctx.b], rcx             ; right
-    shl         rcx, PSHIFT
-    or          rcx, [rdi + tctx.a]             ; left | right << PSHIFT
     mov         rdx, [rdi + tctx.merges]
 %ifdef TOK32
+    shl         rcx, 32
+    or          rcx, [rdi + tctx.a]             ; left | right << 32
     mov         [rdx + rax * 8], rcx
 %else
+    shl         ecx, 16
+    or          ecx, [rdi + tctx.a]             ; left | right << 16
     mov         [rdx + rax * 4], ecx
 %endif
     mov         rdx, [rdi + tctx.counts]
@@ -129,13 +131,12 @@ ENDPROC
 ; pair table, push the pairs whose count went up, choose the next merge,
 ; compact the words when at most half of W is still in use.
 ;=============================================================================
-; PT_PREFETCH pair, tmp (%1 = pair, %2 = tmp: 64-bit registers): prefetch the pair-table slot where pt_add starts
-; probing for the pair (a register holding it, zero-extended).  Needs r12 =
-; ctx; clobbers both.
-%macro PT_PREFETCH 2
-    mov         %2, PAIR_HASH_K
-    imul        %1, %2
-    shr         %1, 32
+; PT_PREFETCH pair, pair32, tmp (%1 = pair, %2 = its 32-bit view, %3 = tmp):
+; prefetch the pair-table slot where pt_add starts
+; probing for the pair (a register holding it).  Needs r12 = ctx; clobbers
+; %1 and %3.
+%macro PT_PREFETCH 3
+    PAIR_HASH   %1, %2, %3
     and         %1, [r12 + tctx.ptmask]
     shl         %1, 4
     add         %1, [r12 + tctx.pt]
@@ -222,7 +223,7 @@ coordinate:
     shl         rax, 4
     add         rax, [co_dm + dmap.slots]
     mov         rax, [rax + pslot.key]
-    PT_PREFETCH rax, rdx
+    PT_PREFETCH rax, eax, rdx
     inc         co_i
     jmp         .warm
 .warmed:
@@ -238,7 +239,7 @@ coordinate:
     shl         rax, 4
     add         rax, [co_dm + dmap.slots]
     mov         rax, [rax + pslot.key]
-    PT_PREFETCH rax, rdx
+    PT_PREFETCH rax, eax, rdx
 .prefetched:
     mov         rax, [co_dm + dmap.list]
     mov         eax, [rax + co_i * 4]

@@ -1,7 +1,7 @@
 ;-----------------------------------------------------------------------------
 ; train_pairs.asm — BPE training: the pair table, an exact count for every
 ; pair P of W (open addressing, struc pslot slots, linear probing from the
-; high half of P * PAIR_HASH_K).  asmbpe_train sizes it and fills it
+; hash PAIR_HASH, train.inc).  asmbpe_train sizes it and fills it
 ; (count_all_pairs, train_recount.asm); coordinate (train_merge.asm) adds the
 ; threads' deltas to it after every merge; choose reads it to find stale heap
 ; entries; pt_grow rehashes it, dropping the pairs whose count fell to 0.
@@ -31,9 +31,7 @@ ENDPROC
 static pt_lookup:function
 pt_lookup:
     mov         rax, rsi
-    mov         rdx, PAIR_HASH_K
-    imul        rax, rdx
-    shr         rax, 32
+    PAIR_HASH   rax, eax, rdx
     mov         r8, [rdi + tctx.ptmask]
     mov         rcx, [rdi + tctx.pt]
 .probe:
@@ -186,9 +184,7 @@ pt_grow:
     cmp         rax, pg_end                     ; pair GROW_AHEAD slots on
     jae         .prefetched
     mov         rax, [rax + pslot.key]
-    mov         rdx, PAIR_HASH_K
-    imul        rax, rdx
-    shr         rax, 32
+    PAIR_HASH   rax, eax, rdx
     and         rax, [pg_ctx + tctx.ptmask]
     shl         rax, 4
     add         rax, [pg_ctx + tctx.pt]

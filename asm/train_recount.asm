@@ -238,10 +238,9 @@ PROC verify
     cmp         qword [r8 + ST_VERIFY_PAIR * 8], -1
     jne         .reported
     mov         rcx, rsi
-    shr         rcx, PSHIFT
-    shl         rsi, 64 - PSHIFT
-    shr         rsi, 64 - 2 * PSHIFT
-    or          rcx, rsi                        ; left | right << PSHIFT
+    shr         rcx, 32
+    shl         rsi, 32
+    or          rcx, rsi                        ; left | right << 32
     mov         [r8 + ST_VERIFY_PAIR * 8], rcx
     mov         [r8 + ST_VERIFY_KEPT * 8], rdx
     mov         [r8 + ST_VERIFY_TRUE * 8], rax

@@ -129,7 +129,7 @@ flush_marks:
 ; chunk's bit in the bitmap of P's pair bucket.  Needs r12 = ctx; clobbers
 ; rax, rcx, rdx.
 %macro MARK_PAIR 0
-    PAIR_BUCKET rcx, ecx
+    PAIR_BUCKET rcx, ecx, rdx
     imul        rcx, [r12 + tctx.blstride]
     add         rcx, [r12 + tctx.bloom]
     shr         rax, CHUNK_SHIFT
@@ -202,7 +202,7 @@ PROC scan_segment
     mov         rax, [sc_ctx + tctx.a]
     shl         rax, PSHIFT
     or          rax, [sc_ctx + tctx.b]
-    PAIR_BUCKET rax, eax
+    PAIR_BUCKET rax, eax, rsi
     imul        rax, [sc_ctx + tctx.blstride]
     add         rax, [sc_ctx + tctx.bloom]
     mov         [rsp + scan_frame.fp], rax

@@ -109,6 +109,8 @@ class TrainResult:
                tokens (their bytes), distinct_pairs (at the start), merges,
                merges_asked, pretokenizer (its name), rewrites (word rewrites),
                compactions, threads (of the merge loop; 1 when naive),
+               narrow_merges (above 65,535 ids: the merges learned on u16 tokens
+               before the words were widened to u32; 0 otherwise),
                count_threads, naive, verify,
                peak_memory_bytes (max of the library's peak mapped bytes and the
                process's ru_maxrss), library_peak_bytes, max_rss_bytes, tsc_hz,
@@ -421,11 +423,13 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     CPUs, one for word arrays under SMALL_WORDS_BYTES). Same results as `train` on the
     documents the table counted; the tokenizer has the table's pre-tokenizer. (`_release`, for `train`: the library gives the
     table's memory back once the words are laid out; the table is closed then.
-    `_wide`, for tests: True runs the u32 trainer, False the u16 one; None picks by
-    vocab_size.)"""
+    `_wide`, for tests: False runs the u16 trainer, True the u32 one on u32 tokens
+    throughout (ASMBPE_WIDE_ONLY), an int k the u32 one with its first k merges on u16
+    tokens (stats[ASMBPE_TS_NARROW]); None picks by vocab_size: above 65,535 ids the
+    u32 trainer, its first 65,279 merges on u16 tokens.)"""
     t_start = _t_start if _t_start is not None else time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_TRAIN_VOCAB)
-    wide = vocab_size > MAX_VOCAB if _wide is None else bool(_wide)
+    wide = vocab_size > MAX_VOCAB if _wide is None else _wide is not False
     if not wide and vocab_size > MAX_VOCAB:
         raise ValueError(f"vocab_size {vocab_size}: the u16 trainer stops at {MAX_VOCAB}")
     auto_threads = threads is None
@@ -443,12 +447,15 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     unique_words = len(table)
     chunks = table.total
     flags = ((L.ASMBPE_NAIVE if naive else 0) | (L.ASMBPE_VERIFY if verify else 0)
-             | (L.ASMBPE_RELEASE_WORDS if _release else 0))
+             | (L.ASMBPE_RELEASE_WORDS if _release else 0)
+             | (L.ASMBPE_WIDE_ONLY if _wide is True else 0))
     # the u16 trainer writes u32 left | right << 16 per merge, the u32 one u64
     # left | right << 32: both an (M, 2) array of the id width, row-major
     merges_out = np.zeros((max(n_merges, 1), 2), dtype=np.uint32 if wide else np.uint16)
     counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
     raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+    if wide and _wide is not True and _wide is not None:
+        raw[L.ASMBPE_TS_NARROW] = _check_int("_wide", _wide, 1)
     records = None
     if per_merge and not naive:
         records = np.zeros((max(n_merges, 1), 3), dtype=np.uint64)
@@ -486,7 +493,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
         merges = merges.astype(np.uint16)       # every id fits: asmbpe's own u16 tokenizer
     counts = counts[:max(learned, 0)].copy()
     if status == EVERIFY:
-        raise TrainError(_verify_message(L, raw, merges, counts, 32 if wide else 16), EVERIFY)
+        raise TrainError(_verify_message(L, raw, merges, counts), EVERIFY)
     if status < 0:
         raise _failed("training merges", "asmbpe_train", status)
     report("merge", learned, n_merges)
@@ -521,7 +528,7 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
     ts = {name: int(raw[getattr(L, "ASMBPE_TS_" + name)]) for name in (
         "CYC_LAYOUT", "CYC_PAIRS", "CYC_LOOP", "CYC_SCAN", "CYC_APPLY", "CYC_HEAP",
         "CYC_VERIFY", "CYC_COMPACT", "WORDS", "TOKENS", "PAIRS", "MERGES", "REWRITTEN",
-        "COMPACTIONS", "THREADS", "PEAK_BYTES", "SOLO_MERGE")}
+        "COMPACTIONS", "THREADS", "PEAK_BYTES", "SOLO_MERGE", "NARROW")}
     cycles = dict(layout=ts["CYC_LAYOUT"], pairs=ts["CYC_PAIRS"], merge_loop=ts["CYC_LOOP"],
                   verify=ts["CYC_VERIFY"], scan=ts["CYC_SCAN"], apply=ts["CYC_APPLY"],
                   heap=ts["CYC_HEAP"], compact=ts["CYC_COMPACT"])
@@ -542,6 +549,7 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
         words=ts["WORDS"], tokens=ts["TOKENS"], distinct_pairs=ts["PAIRS"],
         rewrites=ts["REWRITTEN"], compactions=ts["COMPACTIONS"], threads=ts["THREADS"],
         solo_from_merge=None if ts["SOLO_MERGE"] == NONE else ts["SOLO_MERGE"],
+        narrow_merges=ts["NARROW"],
         library_peak_bytes=ts["PEAK_BYTES"], max_rss_bytes=rss,
         peak_memory_bytes=max(ts["PEAK_BYTES"], rss),
     )
@@ -558,8 +566,7 @@ def _describe(ident: int, table: list[bytes]) -> str:
     return f"{ident} {table[ident]!r}" if ident < len(table) else f"{ident} (undefined)"
 
 
-def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray,
-                    shift: int = 16) -> str:
+def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray) -> str:
     """The first violation verify found, in words."""
     table = _id_bytes(merges)
     merge = int(raw[L.ASMBPE_TS_VERIFY_MERGE])
@@ -573,7 +580,7 @@ def _verify_message(L, raw: np.ndarray, merges: np.ndarray, counts: np.ndarray,
     elif merge != NONE:
         parts.append(f"merge {merge}: the winning count went up")
     if pair != NONE:
-        a, b = pair & ((1 << shift) - 1), pair >> shift
+        a, b = pair & 0xFFFFFFFF, pair >> 32
         kept = int(raw[L.ASMBPE_TS_VERIFY_KEPT])
         true = int(raw[L.ASMBPE_TS_VERIFY_TRUE])
         parts.append(f"pair ({_describe(a, table)}, {_describe(b, table)}): the kept table "

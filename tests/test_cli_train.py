@@ -116,8 +116,8 @@ def test_train_stops_early_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--vocab-size", 271], "vocab_size must be between 272 and 65535, got 271"),
-    (["--vocab-size", 65536], "vocab_size must be between 272 and 65535, got 65536"),
+    (["--vocab-size", 271], "vocab_size must be between 272 and 1048576, got 271"),
+    (["--vocab-size", 1048577], "vocab_size must be between 272 and 1048576, got 1048577"),
     (["--threads", 0], "threads must be between 1 and 256, got 0"),
     (["--threads", -2], "threads must be between 1 and 256, got -2"),
     (["--max-word-bytes", -1], "max_word_bytes must be >= 0"),

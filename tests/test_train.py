@@ -259,7 +259,7 @@ def test_missing_file(tmp_path):
 # ------------------------------------------------------------------------ arguments
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(vocab_size=271), "vocab_size"), (dict(vocab_size=65536), "vocab_size"),
+    (dict(vocab_size=271), "vocab_size"), (dict(vocab_size=(1 << 20) + 1), "vocab_size"),
     (dict(vocab_size=-5), "vocab_size"), (dict(threads=0), "threads"),
     (dict(threads=-1), "threads"), (dict(max_word_bytes=-1), "max_word_bytes"),
     (dict(min_count=-1), "min_count"),
@@ -377,7 +377,7 @@ def fake_verify(real, merge: int, pair: int, kept: int, true: int, m: int):
 def test_verify_failure_names_the_pair(monkeypatch):
     real = train_mod.lib()
     none = (1 << 64) - 1
-    fake = FakeLib(real, asmbpe_train=fake_verify(real, none, 104 | 101 << 16, 7, 9, 3))
+    fake = FakeLib(real, asmbpe_train=fake_verify(real, none, 104 | 101 << 32, 7, 9, 3))
     monkeypatch.setattr(train_mod, "lib", lambda: fake)
     with pytest.raises(TrainError) as e:
         harness.train(b"hello hello hello", V600, verify=True)

@@ -1,9 +1,11 @@
 """Training above 65,535 ids (issue 24): the u32 build of the trainer
 (asmbpe_train32, asm/train.inc's TOK32) and the tokenizers it makes.
 
-- u32 == u16: forced onto the u32 path (`_wide=True`), training learns exactly the
-  u16 path's merges and counts on every shared corpus, at 1, 2, 3 and 8 threads (8
-  oversubscribed on small machines), with verify on, fast and naive;
+- u32 == u16: forced onto the u32 path, on u32 tokens throughout (`_wide=True`) or
+  widened after its first k merges on u16 tokens (`_wide=k`, what it does above
+  65,535 ids with k = 65,279), training learns exactly the u16 path's merges and
+  counts on every shared corpus, at 1, 2, 3 and 8 threads (8 oversubscribed on small
+  machines), with verify on, fast and naive;
 - above 65,535: harness.train gives uint32 merges and a LoadedTokenizer with
   merge_ids (merge i makes id 256 + i), whose ids equal the naive twin's encoding
   (SPEC §6) and which saves as tokenizer.bin version 2 (flags bit 2) and loads back;
@@ -41,12 +43,15 @@ def test_u32_path_learns_the_u16_merges(name):
     docs = corpus(name, 1_500_000)
     want = harness.train(docs, 4096, threads=2, verify=True, _wide=False)
     assert want.n_merges == 4096 - 272
-    for threads in (1, 2, 3, 8):
-        got = harness.train(docs, 4096, threads=threads, verify=True, _wide=True)
-        assert got.merges.dtype == np.uint16           # every id fits: the u16 tokenizer
-        assert np.array_equal(got.merges, want.merges), f"{threads} threads"
-        assert np.array_equal(got.counts, want.counts), f"{threads} threads"
+    runs = [(True, t) for t in (1, 2, 3, 8)] + [(1, 2), (500, 3), (3000, 8), (5000, 2)]
+    for mode, threads in runs:
+        got = harness.train(docs, 4096, threads=threads, verify=True, _wide=mode)
+        what = f"_wide={mode}, {threads} threads"
+        assert got.merges.dtype == np.uint16, what     # every id fits: the u16 tokenizer
+        assert np.array_equal(got.merges, want.merges), what
+        assert np.array_equal(got.counts, want.counts), what
         assert got.tokenizer == want.tokenizer
+        assert got.stats["narrow_merges"] == (0 if mode is True else min(mode, 3824)), what
 
 
 def test_u32_naive_equals_fast():

@@ -21,7 +21,8 @@ from .progress import TrainProgress
               help="Where to write tokenizer.bin (written under a temporary name, then "
                    "renamed); `-` writes it to stdout (the summary then goes to stderr).")
 @click.option("--vocab-size", type=int, default=32768, show_default=True,
-              help="256 bytes + merges + 16 specials (272..65535).")
+              help="256 bytes + merges + 16 specials (272..1048576; above 65535 the "
+                   "ids are u32 and tokenizer.bin is version 2).")
 @click.option("--threads", type=int, default=None,
               help="Threads for counting and merging (default: all cores).")
 @click.option("--max-word-bytes", type=int, default=256, show_default=True,

@@ -515,7 +515,9 @@ def check_train(ctx: Ctx) -> None:
 @register("asmbpe_train32")
 def check_train32(ctx: Ctx) -> None:
     """The u32 build of the trainer (train.inc's TOK32): the same cases, merges as
-    u64 left | right << 32."""
+    u64 left | right << 32; its default first learns on u16 tokens and widens W, so
+    ASMBPE_WIDE_ONLY (8) runs u32 tokens throughout, and stats[ASMBPE_TS_NARROW]
+    moves the widening to after 3 merges."""
     _check_train(ctx, "asmbpe_train32", 32)
 
 
@@ -533,8 +535,11 @@ def _check_train(ctx: Ctx, fn: str, shift: int) -> None:
         want = twin.train(docs, 256 + 16 + n_merges, pretokenizer="seed")
         want_m = [(int(a) | int(b) << shift) for a, b in want.merges]
         want_c = want.counts.tolist()
-        for flags, threads in ((0, 1), (1, 1), (2, 3), (2, 8)):
-            case = f"{name}: {n_merges} merges, flags {flags}, {threads} threads"
+        runs = [(0, 1, 0), (1, 1, 0), (2, 3, 0), (2, 8, 0)]
+        if shift == 32:
+            runs += [(8, 1, 0), (10, 3, 0), (2, 2, 3), (0, 3, 1)]
+        for flags, threads, narrow in runs:
+            case = f"{name}: {n_merges} merges, flags {flags}, {threads} threads, narrow {narrow}"
             ptr, _ = arena.place(b"".join(docs), "end")
             ends = np.cumsum([len(d) for d in docs], dtype=np.uint64)
             ctx.on(case)
@@ -543,6 +548,7 @@ def _check_train(ctx: Ctx, fn: str, shift: int) -> None:
                      len(docs), threads, 256, 1)
             merges32 = np.zeros(n_merges + 32, dtype=mtype)
             stats = np.zeros(64, dtype=np.uint64)
+            stats[int(ctx.L.ASMBPE_TS_NARROW)] = narrow
             c_full, counts = out_array(n_merges)
             got = ctx.call(fn, tab, n_merges, 1, threads, flags,
                            ffi.from_buffer(ctype, merges32[16:]),
