@@ -322,7 +322,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     label / error details)."""
     from .bench import cpu_model
     from ..corpora import InputError
-    from ..tokenizer import MAX_VOCAB
+    from ..train import MAX_TRAIN_VOCAB as MAX_VOCAB
     from ..train import MIN_VOCAB
 
     vocab_data = None

@@ -346,8 +346,8 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
     from .bench import cpu_model
     from ..corpora import InputError
     from ..pretokenizers import resolve
+    from ..train import MAX_TRAIN_VOCAB as MAX_VOCAB
     from ..train import MIN_VOCAB
-    from ..tokenizer import MAX_VOCAB
 
     if not MIN_VOCAB < vocab_size <= MAX_VOCAB:
         raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and {MAX_VOCAB}, "
