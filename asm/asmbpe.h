@@ -123,9 +123,10 @@ enum {
     ASMBPE_TS_VERIFY_MERGE, ASMBPE_TS_VERIFY_PAIR, ASMBPE_TS_VERIFY_KEPT,
     ASMBPE_TS_VERIFY_TRUE, ASMBPE_TS_THREADS, ASMBPE_TS_PEAK_BYTES,
     ASMBPE_TS_SOLO_MERGE,   /* first merge thread 0 ran alone (~0: none) */
-    ASMBPE_TS_PER_MERGE,    /* in: 0, or a uint64_t * to 3 x n_merges entries:
+    ASMBPE_TS_PER_MERGE,    /* in: 0, or a uint64_t * to 4 x n_merges entries:
                                merge m's cycles (from being chosen to the next
-                               merge chosen), words rewritten, pairs replaced */
+                               merge chosen), words rewritten, pairs replaced,
+                               chunks of 64 positions scanned (all threads) */
     ASMBPE_TS_NARROW,       /* asmbpe_train32: in: merges to learn on u16 tokens
                                before widening to u32 (0: up to 65,279, as many
                                as u16 ids allow); out: merges learned so */

@@ -156,12 +156,8 @@ coordinate:
     mov         co_ctx, rdi
     RDTSC64
     mov         co_tsc, rax
-    cmp         qword [co_ctx + tctx.nth], 1    ; go solo?
-    jbe         .solo_done
-    cmp         qword [co_ctx + tctx.solo], 0
-    jne         .solo_done
     xor         eax, eax                        ; chunks this merge scanned
-    xor         ecx, ecx
+    xor         ecx, ecx                        ; (all threads)
 .sum_chunks:
     mov         rdx, [co_ctx + tctx.dm + rcx * 8]
     add         rax, [rdx + dmap.chunks]
@@ -169,6 +165,18 @@ coordinate:
     inc         rcx
     cmp         rcx, [co_ctx + tctx.nth]
     jb          .sum_chunks
+    mov         rcx, [co_ctx + tctx.pm]         ; per-merge records: the
+    test        rcx, rcx                        ; chunks of the merge just
+    jz          .chunks_kept                    ; scanned
+    mov         rdx, [co_ctx + tctx.stats]
+    mov         rdx, [rdx + ST_MERGES * 8]
+    shl         rdx, 5
+    mov         [rcx + rdx - 32 + 24], rax
+.chunks_kept:
+    cmp         qword [co_ctx + tctx.nth], 1    ; go solo?
+    jbe         .solo_done
+    cmp         qword [co_ctx + tctx.solo], 0
+    jne         .solo_done
     cmp         rax, SOLO_CHUNKS
     jb          .cheap
     mov         qword [co_ctx + tctx.cheap], 0
@@ -203,8 +211,8 @@ coordinate:
     test        rcx, rcx
     jz          .no_record
     mov         rax, [co_ctx + tctx.pmm]
-    lea         rax, [rax + rax * 2]
-    lea         rcx, [rcx + rax * 8]
+    shl         rax, 5
+    add         rcx, rax
     mov         rax, [co_dm + dmap.mwords]
     add         [rcx + 8], rax
     mov         rax, [co_dm + dmap.repl]
@@ -308,8 +316,7 @@ coordinate:
     sub         rax, [co_ctx + tctx.tlast]
     mov         [co_ctx + tctx.tlast], rcx
     mov         rcx, [co_ctx + tctx.pmm]
-    lea         rcx, [rcx + rcx * 2]
-    shl         rcx, 3
+    shl         rcx, 5
     add         rcx, [co_ctx + tctx.pm]
     mov         [rcx], rax
 .no_cycles:

@@ -253,9 +253,10 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
     batch_bytes: text bytes per asmbpe_count_words call; separator (plain text
         files) or read_options (harness.corpora.ReadOptions: separator, lines, column,
         field): how files are read, see harness.corpora.iter_documents.
-    per_merge: keep stats["per_merge"], an (M, 3) uint64 array: for each merge the
-        rdtsc cycles from its choice to the next merge's, the words it rewrote and
-        the pairs it replaced (not kept with naive=True).
+    per_merge: keep stats["per_merge"], an (M, 4) uint64 array: for each merge the
+        rdtsc cycles from its choice to the next merge's, the words it rewrote, the
+        pairs it replaced and the chunks of 64 positions of the word array its scan
+        looked at, all threads together (not kept with naive=True).
     """
     t_start = time.perf_counter()
     vocab_size = _check_int("vocab_size", vocab_size, MIN_VOCAB, MAX_TRAIN_VOCAB)
@@ -458,7 +459,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
         raw[L.ASMBPE_TS_NARROW] = _check_int("_wide", _wide, 1)
     records = None
     if per_merge and not naive:
-        records = np.zeros((max(n_merges, 1), 3), dtype=np.uint64)
+        records = np.zeros((max(n_merges, 1), 4), dtype=np.uint64)
         raw[L.ASMBPE_TS_PER_MERGE] = int(ffi.cast("uintptr_t", ffi.from_buffer("uint64_t[]", records)))
     set_live = getattr(progress, "set_live", None)
     if set_live is not None:

@@ -54,12 +54,13 @@ def test_per_merge_records_match_the_twin(threads):
     want = twin.train(docs, 272 + 300, pretokenizer="seed")
     assert res.merges.tolist() == want.merges.tolist()
     pm = res.stats["per_merge"]
-    assert pm.shape == (res.n_merges, 3) and res.n_merges == 300
+    assert pm.shape == (res.n_merges, 4) and res.n_merges == 300
     rewritten, replaced = _twin_rewrites(docs, res.merges.tolist())
     assert pm[:, 1].tolist() == rewritten
     assert pm[:, 2].tolist() == replaced
     assert int(pm[:, 1].sum()) == res.stats["rewrites"]
     assert np.all(pm[:, 0] > 0)
+    assert pm.shape[1] == 4 and np.all(pm[pm[:, 1] > 0, 3] >= 1)     # chunks scanned
 
 
 def test_train_counters_add_up():

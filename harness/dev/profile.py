@@ -191,6 +191,11 @@ def profile_train(docs: list[bytes], vocab_size: int = 8192, threads: int | None
     return r
 
 
+def _ratio(num: np.ndarray, den: np.ndarray) -> str:
+    d = float(den.sum())
+    return f"{float(num.sum()) / d:.3f}" if d else "-"
+
+
 def per_merge_summary(pm: np.ndarray, merges: np.ndarray, counts: np.ndarray,
                       loop_cycles: int, hz: float) -> list[str]:
     cyc = pm[:, 0].astype(np.float64)
@@ -198,7 +203,8 @@ def per_merge_summary(pm: np.ndarray, merges: np.ndarray, counts: np.ndarray,
     m = len(pm)
     out = [f"per merge ({m} records): their cycles add up to "
            f"{100 * total / loop_cycles if loop_cycles else 0:.1f}% of the merge loop's; "
-           f"{int(pm[:, 1].sum()):,} word rewrites, {int(pm[:, 2].sum()):,} positions replaced"]
+           f"{int(pm[:, 1].sum()):,} word rewrites, {int(pm[:, 2].sum()):,} positions replaced, "
+           f"{int(pm[:, 3].sum()):,} chunks of 64 positions scanned"]
     for lo, hi in ((0, 100), (100, 1000), (1000, 10000), (10000, m)):
         if lo >= m or hi <= lo:
             continue
@@ -207,7 +213,9 @@ def per_merge_summary(pm: np.ndarray, merges: np.ndarray, counts: np.ndarray,
         out.append(f"  merges {lo:>6}-{hi - 1:<6}: {part.sum() / hz:8.3f} s "
                    f"({100 * part.sum() / total if total else 0:5.1f}%), median "
                    f"{np.median(part) / hz * 1e6:8.1f} us/merge, median "
-                   f"{np.median(pm[lo:hi, 2]):,.0f} positions replaced")
+                   f"{np.median(pm[lo:hi, 2]):,.0f} positions replaced, "
+                   f"{np.median(pm[lo:hi, 3]):,.0f} chunks scanned "
+                   f"({_ratio(pm[lo:hi, 1], pm[lo:hi, 3])} words rewritten per chunk)")
     worst = np.argsort(cyc)[::-1][:5]
     out.append("  slowest merges: " + ", ".join(
         f"#{int(i)} ({int(merges[i][0])},{int(merges[i][1])}) {cyc[i] / hz * 1e6:.0f} us, "
