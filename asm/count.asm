@@ -51,7 +51,11 @@ struc cw_frame
     .docend:    resq 1          ; end of this thread's documents
     .doclen:    resq 1          ; bytes of the document being split
     .pos:       resq 1          ; where its next split call starts
-    .n:         resq 1          ; chunk ends the last split call gave
+    .n:         resq 1          ; chunk ends the last split call gave (0 once
+                                ; the document's part is done)
+    .lo:        resq 1          ; this thread's bytes: [lo, hi) of the text
+    .hi:        resq 1
+    .lim:       resq 1          ; end of its part of the document (an offset)
 endstruc
 
 ; first document whose start offset is >= rax; in: rdi = ends, rsi = ndocs.
@@ -80,8 +84,75 @@ lower_bound_doc:
 .ret:
     ret
 
-; void count_worker(ctx, tid): counts the chunks of the documents whose start
-; falls in this thread's share of the bytes into its own table.
+; snap_cut: rdi = ctx, rax = a byte offset of the text -> rax = the first
+; safe cut at or after it: the end of the text, the start of a document, or
+; a byte p of a document that is an ASCII letter after an LF, the three
+; bytes before the LF ASCII too (those inside the document).  No pattern of
+; harness.pretokenizers (SPEC §3, §10) makes a chunk that holds such an LF
+; and the letter after it (the chunks that can hold an LF end at it when a
+; letter follows; the ones that start with an optional byte before a letter
+; run exclude CR and LF from it), so a thread can count a document from
+; there: one huge document is shared by every thread.  (The ASCII bytes
+; before: the seed's characters take their length from the lead byte alone,
+; so a lead byte up to three bytes before would swallow the LF and letter.)
+; Ends at the document's end when none is found.  Clobbers rcx, rdx, rsi,
+; r8-r11.
+snap_cut:
+    mov         r10, rax
+    cmp         r10, [rdi + cctx.total]
+    jae         .total
+    push        rdi
+    mov         rsi, [rdi + cctx.ndocs]
+    mov         rdi, [rdi + cctx.ends]
+    lea         rax, [r10 + 1]
+    call        lower_bound_doc                 ; first doc starting past r10
+    pop         rdi
+    mov         rdx, [rdi + cctx.ends]
+    mov         r11, [rdx + rax * 8 - 8]        ; the end of the doc holding r10
+    xor         ecx, ecx                        ; (rax >= 1: doc 0 starts at 0)
+    cmp         rax, 1
+    je          .first
+    mov         rcx, [rdx + rax * 8 - 16]       ; its start
+.first:
+    cmp         r10, rcx
+    je          .have                           ; a document's start
+    mov         rsi, [rdi + cctx.text]
+.scan:                                          ; p in (start, end): text[p - 1]
+    cmp         r10, r11                        ; == LF, text[p] a letter
+    jae         .doc_end
+    cmp         byte [rsi + r10 - 1], 10
+    jne         .next
+    movzx       edx, byte [rsi + r10]
+    or          edx, 0x20                       ; (lower case)
+    sub         edx, 'a'
+    cmp         edx, 'z' - 'a'
+    ja          .next
+    lea         r8, [r10 - 4]                   ; text[max(p - 4, start) ..
+    cmp         r8, rcx                         ; p - 2] ASCII
+    cmovb       r8, rcx
+    lea         r9, [r10 - 1]
+.ascii:
+    cmp         r8, r9
+    jae         .have
+    test        byte [rsi + r8], 0x80
+    jnz         .next
+    inc         r8
+    jmp         .ascii
+.next:
+    inc         r10
+    jmp         .scan
+.doc_end:
+    mov         r10, r11
+.have:
+    mov         rax, r10
+    ret
+.total:
+    mov         rax, [rdi + cctx.total]
+    ret
+
+; void count_worker(ctx, tid): counts the chunks of its share of the bytes
+; into its own table: [snap_cut(total * tid / n), snap_cut(total * (tid + 1)
+; / n)), which may start or end inside a document.
 %define cw_ctx      r12         ; the counting context (cctx)
 %define cw_doc      rbx         ; the document's first byte
 %define cw_di       r14         ; (.doc) the document's index
@@ -95,24 +166,34 @@ count_worker:
     mov         cw_ctx, rdi
     mov         [rsp + cw_frame.ctx], rdi
     mov         [rsp + cw_frame.tid], rsi
-    mov         rax, [cw_ctx + cctx.total]      ; bytes * tid / n
+    mov         rax, [cw_ctx + cctx.total]      ; lo: bytes * tid / n, snapped
     mul         rsi
     div         qword [cw_ctx + cctx.nthreads]
-    mov         rdi, [cw_ctx + cctx.ends]
-    mov         rsi, [cw_ctx + cctx.ndocs]
-    call        lower_bound_doc
-    mov         [rsp + cw_frame.doc], rax
-    mov         rax, [rsp + cw_frame.tid]
+    mov         rdi, cw_ctx
+    call        snap_cut
+    mov         [rsp + cw_frame.lo], rax
+    mov         rax, [rsp + cw_frame.tid]       ; hi: the same for tid + 1
     inc         rax
-    mov         rsi, [cw_ctx + cctx.ndocs]
-    mov         [rsp + cw_frame.docend], rsi
-    cmp         rax, [cw_ctx + cctx.nthreads]
-    jae         .range_done                     ; the last thread: to the end
     mul         qword [cw_ctx + cctx.total]
     div         qword [cw_ctx + cctx.nthreads]
-    mov         rdi, [cw_ctx + cctx.ends]
-    call        lower_bound_doc
+    mov         rdi, cw_ctx
+    call        snap_cut
+    mov         [rsp + cw_frame.hi], rax
+    mov         rdi, [cw_ctx + cctx.ends]       ; docs: from the one holding lo
+    mov         rsi, [cw_ctx + cctx.ndocs]      ; to the last starting before
+    call        lower_bound_doc                 ; hi
     mov         [rsp + cw_frame.docend], rax
+    mov         rax, [rsp + cw_frame.lo]
+    inc         rax
+    mov         rdi, [cw_ctx + cctx.ends]
+    mov         rsi, [cw_ctx + cctx.ndocs]
+    call        lower_bound_doc                 ; first doc starting past lo,
+    dec         rax                             ; minus one: the doc holding lo
+    mov         [rsp + cw_frame.doc], rax       ; (lo < total: rax >= 1)
+    mov         rcx, [rsp + cw_frame.lo]
+    cmp         rcx, [rsp + cw_frame.hi]
+    jb          .range_done
+    mov         [rsp + cw_frame.docend], rax    ; an empty share
 .range_done:
     mov         rcx, [rsp + cw_frame.tid]       ; this thread's table: kept
     cmp         qword [cw_ctx + cctx.tables + rcx * 8], 0 ; from the last call,
@@ -143,7 +224,16 @@ count_worker:
     mov         [rsp + cw_frame.doclen], rcx
     mov         cw_doc, [cw_ctx + cctx.text]
     add         cw_doc, rax                     ; the document
-    mov         qword [rsp + cw_frame.pos], 0
+    mov         rdx, [rsp + cw_frame.hi]        ; this thread's part of it:
+    sub         rdx, rax                        ; [max(lo - start, 0),
+    cmp         rdx, rcx                        ;  min(hi - start, len))
+    cmova       rdx, rcx
+    mov         [rsp + cw_frame.lim], rdx
+    mov         rdx, [rsp + cw_frame.lo]
+    sub         rdx, rax
+    mov         ecx, 0
+    cmovb       rdx, rcx
+    mov         [rsp + cw_frame.pos], rdx
 .split:
     mov         rdi, cw_doc
     mov         rsi, [rsp + cw_frame.doclen]
@@ -152,8 +242,27 @@ count_worker:
     mov         r8d, CW_BUF
     mov         r9, [cw_ctx + cctx.pretok]
     call        asmbpe_split_offsets
+    mov         rcx, [rsp + cw_frame.lim]       ; keep the ends up to lim
+    mov         rdx, rax
+.keep:
+    test        rdx, rdx
+    jz          .kept
+    cmp         [rsp + rdx * 8 - 8], rcx
+    jbe         .kept
+    dec         rdx
+    jmp         .keep
+.kept:
+    cmp         rdx, rax                        ; some end past lim, or the
+    jb          .part_done                      ; last one at it: the part
+    test        rdx, rdx                        ; ends in this batch
+    jz          .part_open
+    cmp         [rsp + rdx * 8 - 8], rcx
+    jne         .part_open
+.part_done:
+    xor         eax, eax
+.part_open:
     mov         [rsp + cw_frame.n], rax
-    lea         cw_lim, [rsp + rax * 8]         ; end of the chunk ends
+    lea         cw_lim, [rsp + rdx * 8]         ; end of the chunk ends
     ; pass 1: hash every chunk and prefetch its first slot, so the inserts
     ; below find the (mostly) cold table lines on their way
     mov         cw_cur, rsp

@@ -1,0 +1,79 @@
+"""One huge document is counted by every thread (issue 24): asmbpe_count_words cuts
+the text into the threads' shares at safe places inside documents, an ASCII letter
+right after an LF (count.asm, snap_cut), which no pre-tokenizer's chunk spans. The
+counts must not depend on where the cuts fall: every pre-tokenizer, 1 thread against
+2..16, on one document made of the pieces around an LF that could fool a cut (runs of
+spaces, CR LF, punctuation that takes the LFs after it, contractions, digits, CJK and
+other scripts, lone UTF-8 lead bytes, documents without any safe place), and on the shared corpora joined
+into one document; and against the twin's counts (harness.dev.twin) on a small one.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.dev import twin
+from harness.pretokenizers import PRETOKENIZERS
+from harness.train import WordTable
+
+PIECES = [b"\n", b"\r\n", b" \n", b"  \n", b"\t\n", b"\n\n", b".\n", b"./\n", b"'\n", b"'s\n",
+          b"'S\n", b"12\n", b"1234\n", b"\xe4\xb8\xad\xe6\x96\x87\n", b"\xc3\xa9\n", b" ",
+          b"  ", b"word", b"Word", b"WORD", b"x", b"I", b"don't", b"it's", b"\xce\xb1\xce\xb2",
+          b"\xf0\x9f\x98\x80", b"!!", b"...", b"--", b"\r", b"\x00", b"\xff", b"\xe2\x80\x99s",
+          b"a\xcc\x81", b"42", b"\n ", b" \r\n", b"(", b")",
+          # lone lead bytes: the seed's characters take their length from the lead
+          # byte alone, so these swallow the LF and letter after them there
+          b"\xc3", b"\xe3", b"\xe3 ", b"\xf5", b"\xf5\xff", b"\xe2  \xe3\r"]
+
+
+def counts(docs: list[bytes], threads: int, pretokenizer: str) -> dict[bytes, int]:
+    t = WordTable(pretokenizer)
+    try:
+        t.count(docs, threads=threads, max_word_bytes=0)
+        data, ends, cnt = t.export()
+    finally:
+        t.close()
+    out, prev = {}, 0
+    for e, c in zip(ends.tolist(), cnt.tolist()):
+        out[data[prev:e]] = c
+        prev = e
+    return out
+
+
+def adversarial(seed: int, n: int) -> bytes:
+    rng = random.Random(seed)
+    return b"".join(rng.choice(PIECES) for _ in range(n))
+
+
+@pytest.mark.parametrize("pretokenizer", [p.name for p in PRETOKENIZERS])
+def test_one_document_any_thread_count(pretokenizer):
+    doc = adversarial(7, 60_000)
+    want = counts([doc], 1, pretokenizer)
+    for threads in (2, 3, 5, 8, 16):
+        assert counts([doc], threads, pretokenizer) == want, f"{threads} threads"
+    # with documents around it, and documents with no safe place at all
+    docs = [adversarial(k, 50) for k in range(40)] + [doc] + [b"x" * 5000, b" 1\n" * 3000]
+    want = counts(docs, 1, pretokenizer)
+    for threads in (2, 7, 16):
+        assert counts(docs, threads, pretokenizer) == want, f"{threads} threads, many documents"
+
+
+@pytest.mark.parametrize("pretokenizer", ["seed", "nanochat", "gpt2"])
+def test_one_document_matches_the_twin(pretokenizer):
+    doc = adversarial(11, 3_000)
+    want = dict(twin.count_words([doc], max_word_bytes=0, pretokenizer=pretokenizer))
+    assert counts([doc], 4, pretokenizer) == want
+
+
+@pytest.mark.parametrize("name", ["english", "multilingual", "code"])
+def test_corpus_as_one_document(name):
+    from harness.corpora import corpus_path, read_documents
+    path = corpus_path(name)
+    if not path.is_file():
+        pytest.skip(f"corpus not found: {path} (shared/ next to the repository)")
+    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
+    doc = b"\n".join(read_documents(path, 3_000_000))
+    want = counts([doc], 1, "nanochat")
+    for threads in (2, 8):
+        assert counts([doc], threads, "nanochat") == want
