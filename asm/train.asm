@@ -309,7 +309,18 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         esi, 1                          ; positions (rounded up to a
     neg         ecx                             ; power of two): the pairs
     add         ecx, 63                         ; of most inputs fit without
-    shlx        rsi, rsi, rcx                   ; growing more than once
+    shlx        rsi, rsi, rcx                   ; growing more than once;
+    mov         rax, [rdi + tctx.nmerges]       ; and no more than 2 per word
+    shl         rax, 4                          ; and 16 per merge asked for
+    mov         rdx, [rdi + tctx.nw]            ; (rounded up): what the live
+    lea         rax, [rax + rdx * 2]            ; pairs of english, code and
+    lzcnt       rcx, rax                        ; multilingual reached at
+    neg         ecx                             ; vocab 32768 (half W's
+    add         ecx, 64                         ; positions for multilingual
+    mov         edx, 1                          ; was 2^24 slots, 256 MB,
+    shlx        rdx, rdx, rcx                   ; nearly all empty)
+    cmp         rdx, rsi
+    cmovb       rsi, rdx
     mov         eax, 1 << 16
     cmp         rsi, rax
     cmovb       rsi, rax

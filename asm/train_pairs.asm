@@ -164,8 +164,10 @@ pt_grow:
     add         pg_cur, pslot_size
     jmp         .live
 .counted:
-    mov         rsi, pg_nold                    ; the same size when at most a
-    shl         rcx, 2                          ; quarter is live, else twice
+    mov         rsi, pg_nold                    ; the same size when at most an
+    shl         rcx, 3                          ; eighth is live, else twice (a
+                                                ; quarter rehashed english's
+                                                ; 2^21 slots every 2^19 new pairs)
     cmp         rcx, pg_nold
     jb          .sized
     add         rsi, rsi
