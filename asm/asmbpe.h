@@ -126,7 +126,7 @@ enum {
     ASMBPE_TS_PER_MERGE,    /* in: 0, or a uint64_t * to 4 x n_merges entries:
                                merge m's cycles (from being chosen to the next
                                merge chosen), words rewritten, pairs replaced,
-                               chunks of 64 positions scanned (all threads) */
+                               chunks of 128 positions scanned (all threads) */
     ASMBPE_TS_NARROW,       /* asmbpe_train32: in: merges to learn on u16 tokens
                                before widening to u32 (0: up to 65,279, as many
                                as u16 ids allow); out: merges learned so */

@@ -255,7 +255,7 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
         field): how files are read, see harness.corpora.iter_documents.
     per_merge: keep stats["per_merge"], an (M, 4) uint64 array: for each merge the
         rdtsc cycles from its choice to the next merge's, the words it rewrote, the
-        pairs it replaced and the chunks of 64 positions of the word array its scan
+        pairs it replaced and the chunks of 128 positions of the word array its scan
         looked at, all threads together (not kept with naive=True).
     """
     t_start = time.perf_counter()

@@ -204,7 +204,7 @@ def per_merge_summary(pm: np.ndarray, merges: np.ndarray, counts: np.ndarray,
     out = [f"per merge ({m} records): their cycles add up to "
            f"{100 * total / loop_cycles if loop_cycles else 0:.1f}% of the merge loop's; "
            f"{int(pm[:, 1].sum()):,} word rewrites, {int(pm[:, 2].sum()):,} positions replaced, "
-           f"{int(pm[:, 3].sum()):,} chunks of 64 positions scanned"]
+           f"{int(pm[:, 3].sum()):,} chunks of 128 positions scanned"]
     for lo, hi in ((0, 100), (100, 1000), (1000, 10000), (10000, m)):
         if lo >= m or hi <= lo:
             continue
