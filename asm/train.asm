@@ -50,12 +50,17 @@ section .text
 ; merges[i] = left | right << 16 into token 256 + i, counts[i] its count.
 ; asmbpe_train32 (this file assembled with -DTOK32, train.inc) is the same
 ; with u32 tokens: up to 2^20 - 256 merges, merges a uint64_t * of
-; left | right << 32 (a u32 [n][2] array).
+; left | right << 32 (a u32 [n][2] array).  Unless flags has TF_WIDE_ONLY
+; (8) or naive, it calls asmbpe_train (TF_HANDOFF) for its first
+; stats[ST_NARROW] merges (0: 65,279), widens W and the merges in place and
+; goes on (.hybrid, at the end).
 ; Stops early when no pair has min_count (0 means 1).  flags: 1 naive (one
-; thread, every pair recounted for every merge), 2 verify.  stats: the
-; ASMBPE_TS_* entries.  Returns the merges learned; ASMBPE_EVERIFY when
-; verify found a disagreement (merges and stats are still written);
-; ASMBPE_EINVAL, ASMBPE_ENOMEM, ASMBPE_ETHREAD.
+; thread, every pair recounted for every merge), 2 verify, 4 release the
+; word table once laid out.  stats: the ASMBPE_TS_* entries.  Returns the
+; merges learned; ASMBPE_EVERIFY when verify found a disagreement (merges and
+; stats are still written); ASMBPE_EINVAL, ASMBPE_ENOMEM, ASMBPE_ETHREAD.
+; Registers: the SysV ABI (rbx, rbp, r12-r15 kept; counts and stats on the
+; stack).
 ;-----------------------------------------------------------------------------
 %define at_tab     r12   ; the word table t (until the result is kept there)
 %define at_nth     r15   ; threads (1 in naive mode)

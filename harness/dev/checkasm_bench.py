@@ -331,6 +331,23 @@ def bench_train(env: Env) -> list[Case]:
     return [Case(f"asmbpe_train {n >> 10} KB, {m} merges", "asmbpe_train", sets, n, keep=keep)]
 
 
+@bench("asmbpe_train32")
+def bench_train32(env: Env) -> list[Case]:
+    """asmbpe_train's case on u32 tokens throughout (ASMBPE_WIDE_ONLY: the default
+    would learn these few merges on u16 tokens, as asmbpe_train)."""
+    n, m = 1 << 14, 64
+    L = env.L
+    sets, keep = [], []
+    for k in range(2):
+        arrays = [np.zeros(m, dtype=np.uint64), np.zeros(m, dtype=np.uint64),
+                  np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)]
+        keep.append(arrays)
+        sets.append([_ptr(env.table(k, n)), m, 1, 1, int(L.ASMBPE_WIDE_ONLY)]
+                    + [_ptr(a) for a in arrays])
+    return [Case(f"asmbpe_train32 {n >> 10} KB, {m} merges, u32 tokens", "asmbpe_train32",
+                 sets, n, keep=keep)]
+
+
 @bench("asmbpe_enc_new")
 def bench_enc_new(env: Env) -> list[Case]:
     L = env.L
