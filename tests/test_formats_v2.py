@@ -192,7 +192,8 @@ def test_v2_missing_byte(tmp_path):
 def test_v2_unknown_pretokenizer_flags_reserved(tmp_path):
     for p in (0, 6, 0xFFFF):
         rejected(tmp_path, craft(pretok=p), f"unknown pre-tokenizer id {p}", 10)
-    rejected(tmp_path, craft(flags=4), "unknown flags 0x00000004", 44)
+    rejected(tmp_path, craft(flags=8), "unknown flags 0x00000008", 44)
+    rejected(tmp_path, craft(flags=4), "bit 2 (merge_ids) needs bit 1", 44)
     rejected(tmp_path, craft(reserved=bytes(3) + b"\1" + bytes(8)), "reserved bytes", 55)
     rejected(tmp_path, craft(version=3), "bad format version 3", 8)
 
