@@ -157,6 +157,52 @@ def train_bench(corpus, limit_mb, vocab_size, runs, threads, impls, json_path, p
         click.echo(f"wrote {len(rows)} rows to {json_path}")
 
 
+@bench.command("scaling", context_settings=CONTEXT)
+@_bench_corpus("train and encode", 100)
+@click.option("--vocab-size", type=int, default=32768, show_default=True,
+              help="256 + merges + 16.")
+@click.option("--threads", "threads_list", default="1,2,4,8,16", show_default=True,
+              metavar="N,N,...", help="The thread counts, the first the baseline.")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per thread count; the median is shown.")
+@click.option("--no-encode", is_flag=True, help="Train only.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH", help="Also write the rows as JSON to PATH.")
+@_BENCH_INPUT
+@_SEPARATOR
+def scaling_bench(corpus, limit_mb, vocab_size, threads_list, runs, no_encode, json_path,
+                  input_path, separator):
+    """Thread scaling: harness.train (count, merge loop, the whole call) and encoding
+    with what it learned, at each thread count, in one process; speed-ups against the
+    first count, merges and ids checked equal across counts."""
+    from ..dev.bench import bench_documents, write_json
+    from ..dev.scaling import scaling
+    from ..train import MAX_TRAIN_VOCAB, MIN_VOCAB
+
+    try:
+        counts = [int(x) for x in threads_list.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--threads must be numbers separated by commas, got "
+                         f"{threads_list!r}") from None
+    if not counts:
+        raise InputError("--threads names no thread count")
+    for t in counts:
+        _check_threads(t)
+    if not MIN_VOCAB < vocab_size <= MAX_TRAIN_VOCAB:
+        raise InputError(f"--vocab-size must be between {MIN_VOCAB + 1} and "
+                         f"{MAX_TRAIN_VOCAB}, got {vocab_size}")
+    if json_path:
+        _check_output(json_path)
+    docs, label = bench_documents(corpus, limit_mb, input_path, separator)
+    click.echo(f"documents: {label}")
+    rows = scaling(docs, vocab_size, counts, runs, encode=not no_encode, out=click.echo)
+    if json_path:
+        write_json(rows, json_path)
+        click.echo(f"wrote {len(rows)} rows to {json_path}")
+    if not all(r["merges_equal"] and r["ids_equal"] is not False for r in rows):
+        _fail("the thread counts disagree (merges or ids): see the table")
+
+
 @bench.command("ladder", context_settings=CONTEXT)
 @_bench_corpus("train on", 1)
 @click.option("--vocab-size", type=int, default=512, show_default=True,
