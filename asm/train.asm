@@ -380,33 +380,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     cmp         qword [rdi + tctx.status], 0
     jne         .cleanup
 
-    RDTSC64                                     ; ---- the merge loop
-    push        rax
-    push        rax
-    mov         rdi, [rsp + 16]
-    call        choose
-    mov         dword [rdi + tctx.nextseg], 0
-    RDTSC64
-    mov         [rdi + tctx.tlast], rax         ; the first merge is chosen
-    cmp         qword [rdi + tctx.done], 0
-    jne         .loop_done
-    lea         rdi, [worker]
-    mov         rsi, [rsp + 16]
-    mov         rdx, at_nth
-    call        asmbpe_parallel
-    mov         rdi, [rsp + 16]
-    test        eax, eax
-    jz          .loop_done
-    movsxd      rax, eax
-    mov         [rdi + tctx.status], rax
-.loop_done:
-    RDTSC64
-    pop         rdx
-    pop         rdx
-    sub         rax, rdx
+    mov         rdi, [rsp]                      ; ---- the merge loop
+    call        .run_loop
     mov         rdi, [rsp]
     mov         r8, [rdi + tctx.stats]
-    mov         [r8 + ST_CYC_LOOP * 8], rax
     test        at_flags_d, TF_HANDOFF          ; called by asmbpe_train32: it
     jz          .after_loop                     ; takes the context over
     cmp         qword [rdi + tctx.status], 0
@@ -527,6 +504,41 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
 .enomem0:
     mov         rax, ASMBPE_ENOMEM
     jmp         .ret
+
+; .run_loop (a local routine; rdi = ctx): chooses the first merge and runs
+; the merge loop (worker) on at_nth threads until it is done; its cycles are
+; added to stats[ST_CYC_LOOP], a failure to start the threads goes to
+; tctx.status.  Keeps rbx, rbp, r12-r15.
+.run_loop:
+    push        rdi                             ; (calls aligned from here)
+    RDTSC64
+    push        rax
+    push        rax
+    mov         rdi, [rsp + 16]
+    call        choose
+    mov         dword [rdi + tctx.nextseg], 0
+    RDTSC64
+    mov         [rdi + tctx.tlast], rax         ; the first merge is chosen
+    cmp         qword [rdi + tctx.done], 0
+    jne         .run_done
+    lea         rdi, [worker]
+    mov         rsi, [rsp + 16]
+    mov         rdx, at_nth
+    call        asmbpe_parallel
+    mov         rdi, [rsp + 16]
+    test        eax, eax
+    jz          .run_done
+    movsxd      rax, eax
+    mov         [rdi + tctx.status], rax
+.run_done:
+    RDTSC64
+    pop         rdx
+    pop         rdx
+    sub         rax, rdx
+    pop         rdi
+    mov         r8, [rdi + tctx.stats]
+    add         [r8 + ST_CYC_LOOP * 8], rax
+    ret
 %ifdef TOK32
     ; ---- the first merges on u16 tokens, then W widened in place ------------
     ; asmbpe_train (the u16 build, TF_HANDOFF) lays W out with room for u32
@@ -600,33 +612,14 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     lea         rdi, [rdi + tctx.bar]           ; (a fresh barrier for the
     mov         rsi, at_nth                     ; new threads)
     call        asmbpe_barrier_init
-    mov         rdi, [rsp]
-    mov         rsi, r14                        ; (the widening counts as loop
-    push        rsi                             ; time)
-    push        rsi
-    call        choose
-    mov         dword [rdi + tctx.nextseg], 0
-    RDTSC64
-    mov         [rdi + tctx.tlast], rax
-    cmp         qword [rdi + tctx.done], 0
-    jne         .hybrid_done
-    lea         rdi, [worker]
-    mov         rsi, [rsp + 16]
-    mov         rdx, at_nth
-    call        asmbpe_parallel
-    mov         rdi, [rsp + 16]
-    test        eax, eax
-    jz          .hybrid_done
-    movsxd      rax, eax
-    mov         [rdi + tctx.status], rax
-.hybrid_done:
-    RDTSC64
-    pop         rdx
-    pop         rdx
-    sub         rax, rdx
+    RDTSC64                                     ; (the widening counts as loop
+    sub         rax, r14                        ; time)
     mov         rdi, [rsp]
     mov         r8, [rdi + tctx.stats]
     add         [r8 + ST_CYC_LOOP * 8], rax
+    call        .run_loop
+    mov         rdi, [rsp]
+    mov         r8, [rdi + tctx.stats]
     jmp         .after_loop
 %endif
 .einval:

@@ -317,35 +317,29 @@ def bench_wordtab_free(env: Env) -> list[Case]:
                  keep=made)]
 
 
-@bench("asmbpe_train")
-def bench_train(env: Env) -> list[Case]:
+def _train_cases(env: Env, fn: str, merge_type, flags: int, label: str) -> list[Case]:
     """Layout, pair counts and 64 merges of the words of 16 KB, 1 thread."""
     n, m = 1 << 14, 64
-    L = env.L
     sets, keep = [], []
     for k in range(2):
-        arrays = [np.zeros(m, dtype=np.uint32), np.zeros(m, dtype=np.uint64),
-                  np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)]
+        arrays = [np.zeros(m, dtype=merge_type), np.zeros(m, dtype=np.uint64),
+                  np.zeros(int(env.L.ASMBPE_TS_COUNT), dtype=np.uint64)]
         keep.append(arrays)
-        sets.append([_ptr(env.table(k, n)), m, 1, 1, 0] + [_ptr(a) for a in arrays])
-    return [Case(f"asmbpe_train {n >> 10} KB, {m} merges", "asmbpe_train", sets, n, keep=keep)]
+        sets.append([_ptr(env.table(k, n)), m, 1, 1, flags] + [_ptr(a) for a in arrays])
+    return [Case(f"{fn} {n >> 10} KB, {m} merges{label}", fn, sets, n, keep=keep)]
+
+
+@bench("asmbpe_train")
+def bench_train(env: Env) -> list[Case]:
+    return _train_cases(env, "asmbpe_train", np.uint32, 0, "")
 
 
 @bench("asmbpe_train32")
 def bench_train32(env: Env) -> list[Case]:
-    """asmbpe_train's case on u32 tokens throughout (ASMBPE_WIDE_ONLY: the default
-    would learn these few merges on u16 tokens, as asmbpe_train)."""
-    n, m = 1 << 14, 64
-    L = env.L
-    sets, keep = [], []
-    for k in range(2):
-        arrays = [np.zeros(m, dtype=np.uint64), np.zeros(m, dtype=np.uint64),
-                  np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)]
-        keep.append(arrays)
-        sets.append([_ptr(env.table(k, n)), m, 1, 1, int(L.ASMBPE_WIDE_ONLY)]
-                    + [_ptr(a) for a in arrays])
-    return [Case(f"asmbpe_train32 {n >> 10} KB, {m} merges, u32 tokens", "asmbpe_train32",
-                 sets, n, keep=keep)]
+    """On u32 tokens throughout (ASMBPE_WIDE_ONLY: the default would learn these few
+    merges on u16 tokens, as asmbpe_train)."""
+    return _train_cases(env, "asmbpe_train32", np.uint64, int(env.L.ASMBPE_WIDE_ONLY),
+                        ", u32 tokens")
 
 
 @bench("asmbpe_enc_new")
