@@ -77,3 +77,30 @@ def test_corpus_as_one_document(name):
     want = counts([doc], 1, "nanochat")
     for threads in (2, 8):
         assert counts([doc], threads, "nanochat") == want
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_batches_known_words_merged_in_parallel(threads):
+    """Counting in several calls: from the second on, the words the table already holds
+    are added by every thread at once (count.asm, merge_known), the new ones after;
+    the counts are the twin's over all the documents, whatever the split and the
+    threads."""
+    rng = random.Random(threads)
+    docs = [adversarial(k, rng.randrange(1, 400)) for k in range(300)]
+    want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
+    t = WordTable("seed")
+    try:
+        at = 0
+        while at < len(docs):
+            n = rng.randrange(1, 60)
+            t.count(docs[at:at + n], threads=threads, max_word_bytes=0)
+            at += n
+        data, ends, cnt = t.export()
+        assert t.total == sum(want.values())
+    finally:
+        t.close()
+    got, prev = {}, 0
+    for e, c in zip(ends.tolist(), cnt.tolist()):
+        got[data[prev:e]] = c
+        prev = e
+    assert got == want
