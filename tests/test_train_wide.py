@@ -219,3 +219,28 @@ def test_duplicate_bytes_refuse_the_exports(library):
     dup = trained_tokenizer(np.array([(97, 97), (256, 97), (97, 256)]), "seed")
     with pytest.raises(export.DuplicateTokenError, match="258 = 257"):
         export.first_difference(dup, ["aaa"], library)
+
+
+def test_above_u16_through_the_commands(tmp_path):
+    """`asmbpe train --vocab-size 70000` writes tokenizer.bin version 2; `encode` with it
+    writes a .tok of u32 ids that `decode` turns back into the text and `stats
+    --verify` accepts."""
+    from cli_util import invoke
+    docs = corpus("multilingual", 5_000_000)
+    src = tmp_path / "docs.jsonl"
+    import json as _json
+    src.write_text("".join(_json.dumps({"text": d.decode()}) + "\n" for d in docs))
+    tok = tmp_path / "t.bin"
+    r = invoke("train", src, "-o", tok, "--vocab-size", 70_000, "--threads", 2, "-q")
+    assert r.exit_code == 0, r.output
+    assert struct.unpack_from("<H", tok.read_bytes(), 8)[0] == 2
+    out = tmp_path / "docs.tok"
+    r = invoke("encode", src, "-t", tok, "-o", out, "--threads", 2, "-q")
+    assert r.exit_code == 0, r.output
+    tf = harness.read_tok(out)
+    assert tf.tokens.dtype == np.uint32 and int(tf.tokens.max()) > 65_535
+    r = invoke("stats", out, "-t", tok, "--verify", "-q")
+    assert r.exit_code == 0, r.output
+    r = invoke("decode", out, "-t", tok, "-q")
+    assert r.exit_code == 0, r.output
+    assert r.stdout_bytes.decode() == "".join(d.decode() for d in docs)
