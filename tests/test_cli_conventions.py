@@ -123,7 +123,7 @@ def test_quiet_on_every_command():
                 yield prefix + (name,), cmd
 
     exempt = {("check",), ("bench", "pretok"), ("bench", "train"), ("bench", "encode"),
-              ("bench", "ladder"),
+              ("bench", "ladder"), ("bench", "scaling"),
               ("profile", "train"), ("profile", "encode"), ("profile", "pretok")}
     missing = [" ".join(path) for path, cmd in commands(asmbpe) if path not in exempt
                and not any("-q" in p.opts for p in cmd.params)]
