@@ -1123,8 +1123,9 @@ def parse_size(text) -> int:
 # - per batch of B text bytes, as multiples of B: encoding holds the batch being read,
 #   the one waiting and the one being encoded, its copy for the library and the ids
 #   (2 or 4 bytes per input byte, and their gathered copy): measured 3.4-9 B with
-#   2-byte ids, 10-13 B with 4-byte ids (cl100k); counting 2.8-5.6 B;
-BUDGET_SHARES = {"encode": 9, "encode-u32": 14, "train": 6}
+#   2-byte ids (9.4 B once, on a loaded machine, where the reader ran ahead: hence
+#   10), 10-13 B with 4-byte ids (cl100k); counting 2.8-5.6 B;
+BUDGET_SHARES = {"encode": 10, "encode-u32": 14, "train": 6}
 # - reading a Parquet row group of G bytes of text (read whole under --memory: the
 #   compressed chunk, the decompressed column, its documents as batches): measured
 #   3.1-3.6 G;

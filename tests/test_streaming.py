@@ -118,7 +118,7 @@ def test_memory_budget_does_not_change_output(tmp_path, english, tok_path):
 
 
 def test_budget_errors(tmp_path, english, tok_path):
-    assert budget_batch_bytes(parse_size("120M"), "encode") == parse_size("96M") // 9
+    assert budget_batch_bytes(parse_size("120M"), "encode") == parse_size("96M") // 10
     one = tmp_path / "one.txt"
     one.write_bytes(b"word " * 2_000_000)                  # 10 MB, one document
     r = invoke("encode", one, "-t", tok_path, "-o", tmp_path / "o.tok", "--memory", "48M")
