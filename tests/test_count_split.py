@@ -27,18 +27,23 @@ PIECES = [b"\n", b"\r\n", b" \n", b"  \n", b"\t\n", b"\n\n", b".\n", b"./\n", b"
           b"\xc3", b"\xe3", b"\xe3 ", b"\xf5", b"\xf5\xff", b"\xe2  \xe3\r"]
 
 
-def counts(docs: list[bytes], threads: int, pretokenizer: str) -> dict[bytes, int]:
-    t = WordTable(pretokenizer)
-    try:
-        t.count(docs, threads=threads, max_word_bytes=0)
-        data, ends, cnt = t.export()
-    finally:
-        t.close()
+def words(t: WordTable) -> dict[bytes, int]:
+    """The table's words and counts, as a dict."""
+    data, ends, cnt = t.export()
     out, prev = {}, 0
     for e, c in zip(ends.tolist(), cnt.tolist()):
         out[data[prev:e]] = c
         prev = e
     return out
+
+
+def counts(docs: list[bytes], threads: int, pretokenizer: str) -> dict[bytes, int]:
+    t = WordTable(pretokenizer)
+    try:
+        t.count(docs, threads=threads, max_word_bytes=0)
+        return words(t)
+    finally:
+        t.close()
 
 
 def adversarial(seed: int, n: int) -> bytes:
@@ -68,12 +73,8 @@ def test_one_document_matches_the_twin(pretokenizer):
 
 @pytest.mark.parametrize("name", ["english", "multilingual", "code"])
 def test_corpus_as_one_document(name):
-    from harness.corpora import corpus_path, read_documents
-    path = corpus_path(name)
-    if not path.is_file():
-        pytest.skip(f"corpus not found: {path} (shared/ next to the repository)")
-    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
-    doc = b"\n".join(read_documents(path, 3_000_000))
+    from corpus_util import corpus_docs
+    doc = b"\n".join(corpus_docs(name, 3_000_000))
     want = counts([doc], 1, "nanochat")
     for threads in (2, 8):
         assert counts([doc], threads, "nanochat") == want
@@ -95,12 +96,7 @@ def test_batches_known_words_merged_in_parallel(threads):
             n = rng.randrange(1, 60)
             t.count(docs[at:at + n], threads=threads, max_word_bytes=0)
             at += n
-        data, ends, cnt = t.export()
         assert t.total == sum(want.values())
+        assert words(t) == want
     finally:
         t.close()
-    got, prev = {}, 0
-    for e, c in zip(ends.tolist(), cnt.tolist()):
-        got[data[prev:e]] = c
-        prev = e
-    assert got == want

@@ -109,6 +109,14 @@ def test_installed_wheel_runs_from_elsewhere(dists, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"<|bos|>" + text              # one document, after its <|bos|>
 
+    # the u32 trainer (the train*.asm units assembled a second time by build.py) is in
+    # the wheel's library: on u32 tokens throughout, it learns the command's merges
+    out = _run([py, "-c", "import pathlib, numpy, harness; "
+                "r = harness.train(pathlib.Path('in.txt').read_bytes(), 1024, _wide=True); "
+                "t = harness.Tokenizer.load('t.bin'); "
+                "print(r.n_merges, numpy.array_equal(r.merges, t.merges))"], **run)
+    assert out.split() == ["752", "True"], out
+
     # a published vocabulary through the installed wheel (harness.vocab, rank, loaded
     # and the library's rank encoder): cl100k_base's ids for "Hello world"
     vocab = ROOT.parent / "shared" / "vocabs" / "cl100k_base.tiktoken.gz"

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import harness
+from corpus_util import corpus_docs
 from harness.dev import twin
 from harness.corpora import corpus_path, read_documents
 from harness.tokenizer import Tokenizer
@@ -30,14 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KJV = ROOT / "datasets" / "kjv.txt"
 V600 = 272 + 600
 A = ord("a")
-
-
-def corpus_docs(name: str, limit: int) -> list[bytes]:
-    path = corpus_path(name)
-    if not path.is_file():
-        pytest.skip(f"corpus not found: {path} (shared/ next to the repository)")
-    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
-    return read_documents(path, limit)
 
 
 def pairs(result) -> list[tuple[int, int]]:

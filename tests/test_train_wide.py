@@ -23,24 +23,16 @@ import numpy as np
 import pytest
 
 import harness
-from harness.corpora import corpus_path, read_documents
+from corpus_util import corpus_docs
 from harness.dev import twin
 from harness.loaded import LoadedTokenizer, trained_tokenizer
 from harness.tokenizer import (HEADER2_SIZE, SPECIALS, V2_MERGE_IDS, V2_MERGES, V2_OFF_FLAGS,
                                V2_OFF_NMERGES, Tokenizer, TokenizerFileError, parse_v2)
 
 
-def corpus(name: str, limit: int) -> list[bytes]:
-    path = corpus_path(name)
-    if not path.is_file():
-        pytest.skip(f"corpus not found: {path} (shared/ next to the repository)")
-    pytest.importorskip("pyarrow", reason="reading the Parquet corpora needs pyarrow")
-    return read_documents(path, limit)
-
-
 @pytest.mark.parametrize("name", ["english", "multilingual", "code"])
 def test_u32_path_learns_the_u16_merges(name):
-    docs = corpus(name, 1_500_000)
+    docs = corpus_docs(name, 1_500_000)
     want = harness.train(docs, 4096, threads=2, verify=True, _wide=False)
     assert want.n_merges == 4096 - 272
     runs = [(True, t) for t in (1, 2, 3, 8)] + [(1, 2), (500, 3), (3000, 8), (5000, 2)]
@@ -55,7 +47,7 @@ def test_u32_path_learns_the_u16_merges(name):
 
 
 def test_u32_naive_equals_fast():
-    docs = corpus("multilingual", 150_000)
+    docs = corpus_docs("multilingual", 150_000)
     fast = harness.train(docs, 700, threads=2, _wide=True)
     naive = harness.train(docs, 700, naive=True, _wide=True)
     assert np.array_equal(fast.merges, naive.merges)
@@ -74,7 +66,7 @@ def test_u32_matches_the_twin_on_small_inputs():
 @pytest.fixture(scope="module")
 def big():
     """5 MB of multilingual text at vocab 70,000: 69,728 merges, ids above 65,535."""
-    docs = corpus("multilingual", 5_000_000)
+    docs = corpus_docs("multilingual", 5_000_000)
     return docs, harness.train(docs, 70_000, threads=2, verify=True)
 
 
@@ -120,7 +112,7 @@ def test_above_u16_saves_and_loads(big, tmp_path):
 
 
 def test_trained_vocab_through_the_rank_encoder_gives_the_u16_ids():
-    docs = corpus("english", 1_000_000) + corpus("code", 300_000)
+    docs = corpus_docs("english", 1_000_000) + corpus_docs("code", 300_000)
     r = harness.train(docs, 3000, threads=2)
     loaded = trained_tokenizer(r.merges, r.tokenizer.pretokenizer)
     sample = docs[::25][:200]
@@ -209,7 +201,7 @@ def test_above_u16_exports_give_the_same_ids(big, library):
     from harness import export
     pytest.importorskip("tokenizers" if library == "hf" else "tiktoken")
     _, r = big
-    held_out = read_documents(corpus_path("multilingual"), 7_000_000)[-300:]
+    held_out = corpus_docs("multilingual", 7_000_000)[-300:]
     assert export.first_difference(r.tokenizer, held_out, library) is None
 
 
@@ -226,7 +218,7 @@ def test_above_u16_through_the_commands(tmp_path):
     writes a .tok of u32 ids that `decode` turns back into the text and `stats
     --verify` accepts."""
     from cli_util import invoke
-    docs = corpus("multilingual", 5_000_000)
+    docs = corpus_docs("multilingual", 5_000_000)
     src = tmp_path / "docs.jsonl"
     import json as _json
     src.write_text("".join(_json.dumps({"text": d.decode()}) + "\n" for d in docs))
