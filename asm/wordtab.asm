@@ -123,10 +123,11 @@ ENDFUNC
 ;                       uint64_t hash, uint64_t count)
 ; Adds count to the key's slot, creating it (copying the bytes into the arena
 ; when the table owns its keys).  A new key that would fill the table past
-; half grows it first.  0, or ASMBPE_ENOMEM: the key is then not added and the
-; table is as it was, still at most half full, so later inserts (which may
-; keep coming, as the table merge's do after a failure) always find a free
-; slot and end.
+; its load (half for a thread's table, 3/4 for the persistent one, which owns
+; its keys) grows it first.  0, or ASMBPE_ENOMEM: the key is then not added
+; and the table is as it was, still within its load, so later inserts (which
+; may keep coming, as the table merge's do after a failure) always find a
+; free slot and end.
 ; key must have SPEC §2 front padding (memeq may read 7 bytes before it).
 ;-----------------------------------------------------------------------------
 %define ti_tab      rbx         ; the table
@@ -175,10 +176,20 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     jmp         .ret
 
 .new:
-    mov         rax, [ti_tab + wtab.used]       ; room for one more at half full?
+    mov         rax, [ti_tab + wtab.used]       ; room for one more: a thread's
+    mov         rcx, [ti_tab + wtab.mask]       ; table at most half full, the
+    cmp         qword [ti_tab + wtab.owns_keys], 0  ; persistent one 3/4 (T53)
+    jne         .load_3_4
     lea         rax, [rax * 2 + 2]
-    cmp         rax, [ti_tab + wtab.mask]
+    cmp         rax, rcx
     jbe         .room
+    jmp         .grow
+.load_3_4:
+    lea         rax, [rax * 4 + 4]              ; 4 (used + 1) <= 3 slots
+    lea         rcx, [rcx * 2 + rcx + 3]
+    cmp         rax, rcx
+    jbe         .room
+.grow:
     mov         rdi, ti_tab                     ; no: grow first, then probe again
     call        tab_grow                        ; (the slots moved)
     test        eax, eax

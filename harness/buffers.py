@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import threading
+import weakref
 
 import numpy as np
 
@@ -143,16 +144,111 @@ class GuardedArena:
             _libc.mprotect(self.base + off, PAGE, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
+class PackedBatch:
+    """Documents already laid out as the library takes them (what Packer.pack makes):
+    `array` holds PAD bytes, the text (`nbytes`), PAD bytes; `ends` their end offsets
+    (uint64). Made by PackedBuilder, where the reader writes each document straight
+    from its decompressed page (no other copy of the text)."""
+
+    __slots__ = ("array", "ends", "nbytes")
+
+    def __init__(self, array: np.ndarray, ends: np.ndarray, nbytes: int):
+        self.array, self.ends, self.nbytes = array, ends, nbytes
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+
+class PackedBuilder:
+    """Lays documents out into a PackedBatch: `room(n)` is a writable view of the next n
+    bytes, `end_doc(n)` takes them as one document (a document that fails half-way is
+    simply not taken), `add(doc)` does both; `full` once `target` bytes are in, `take()`
+    hands the batch over and starts the next. The buffer is made target plus a slack
+    large, and grows (one copy) only for a document that does not fit."""
+
+    SLACK = 1 << 20
+    BUFFERS = 2             # batches alive at once (one counted, one filled) ...
+    WAIT_S = 2.0            # ... waited for this long at most (a soft bound: a
+                            # consumer that stops early never leaves the reader stuck)
+
+    def __init__(self, target: int):
+        self.target = max(1, int(target))
+        self._buffers = threading.Semaphore(self.BUFFERS)
+        self.array = None
+        self.view = memoryview(b"")
+        self.pos = PAD
+        self.ends: list[int] = []
+        self.added = 0                  # documents taken, all batches together
+        self._release = None            # gives the batch's buffer back to the count
+
+    def room(self, n: int) -> memoryview:
+        need = self.pos + n + PAD
+        if self.array is None or need > len(self.array):
+            size = max(need, 2 * PAD + self.target + self.SLACK)
+            if self.array is not None:
+                size = max(size, len(self.array) + len(self.array) // 2)
+            if self.array is None:              # a new batch: wait until one of
+                got = self._buffers.acquire(timeout=self.WAIT_S)  # the last is gone
+                self._release = self._buffers.release if got else None
+                new = np.empty(size, dtype=np.uint8)
+                new[:PAD] = PAD_BYTE
+            else:                               # a document that does not fit
+                new = np.empty(size, dtype=np.uint8)
+                new[:self.pos] = self.array[:self.pos]
+            self.view.release()
+            self.array, self.view = new, memoryview(new)
+        return self.view[self.pos:self.pos + n]
+
+    def end_doc(self, n: int) -> None:
+        self.pos += n
+        self.ends.append(self.pos - PAD)
+        self.added += 1
+
+    def add(self, doc) -> None:
+        n = len(doc)
+        self.room(n)[:] = doc
+        self.end_doc(n)
+
+    @property
+    def nbytes(self) -> int:
+        return self.pos - PAD
+
+    @property
+    def full(self) -> bool:
+        return self.pos - PAD >= self.target
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def take(self) -> PackedBatch:
+        if self.array is None:
+            self.room(0)
+        self.array[self.pos:self.pos + PAD] = PAD_BYTE
+        out = PackedBatch(self.array, np.array(self.ends, dtype=np.uint64), self.pos - PAD)
+        if self._release is not None:           # its buffer counts until it is gone
+            weakref.finalize(self.array, self._release)
+            self._release = None
+        self.view.release()
+        self.array, self.view, self.pos, self.ends = None, memoryview(b""), PAD, []
+        return out
+
+
 class Packer:
     """One padded buffer (SPEC §2: PAD readable bytes before and after the text), reused
     for every batch, so each batch is one copy of its documents and no fresh pages are
     faulted in per batch. `pack(docs)` -> (pointer to the text, doc end offsets as
-    uint64, text bytes). Used by training and encoding."""
+    uint64, text bytes); the pointer is valid until the next pack. A PackedBatch is
+    not copied: its buffer is taken (and kept until the next pack). Used by training
+    and encoding."""
 
     def __init__(self):
         self.array = np.empty(0, dtype=np.uint8)
 
     def pack(self, docs):
+        if isinstance(docs, PackedBatch):       # laid out already: no copy; kept
+            self.array = docs.array             # alive (the pointer does not) until
+            ptr = ffi.cast("uint8_t *", ffi.from_buffer(self.array)) + PAD  # the next
+            return ptr, docs.ends, docs.nbytes  # pack
         if isinstance(docs, TextBatch):
             ends, n = docs.ends, docs.nbytes
         else:
@@ -316,4 +412,5 @@ def _arrow_ids() -> dict:
 
 def batch_bytes_of(docs) -> int:
     """Text bytes of a batch: a TextBatch or a list of bytes."""
-    return docs.nbytes if isinstance(docs, TextBatch) else sum(map(len, docs))
+    return (docs.nbytes if isinstance(docs, (TextBatch, PackedBatch))
+            else sum(map(len, docs)))

@@ -67,9 +67,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .buffers import TextBatch
+from .buffers import PackedBuilder, TextBatch
 from .errors import AsmbpeError, memory_phase, out_of_memory
-from .parquet_pages import row_group_arrays   # (plain string pages as they decompress)
+from . import parquet_pages                  # (plain string pages, without pyarrow)
+from .parquet_pages import row_group_arrays
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +82,8 @@ __all__ = ["InputError", "NullsSkipped", "NAMES", "corpora_dir", "corpus_path", 
            "check_file", "file_format", "iter_documents", "iter_batches", "read_documents",
            "estimate_bytes", "BATCH_BYTES", "PARQUET_BATCH_ROWS", "CHAT_ROLES",
            "iter_conversations", "iter_conversation_batches", "conversation_bytes", "prefetch",
-           "parse_size", "budget_batch_bytes", "check_streamable", "max_row_group_bytes"]
+           "parse_size", "budget_batch_bytes", "check_streamable", "max_row_group_bytes",
+           "give_back_freed_memory"]
 
 BATCH_BYTES = 64 << 20          # iter_batches: about this many text bytes per batch
 PARQUET_BATCH_ROWS = 256        # rows per ParquetFile.iter_batches batch
@@ -117,32 +119,66 @@ def _glibc_keeps_memory(keep: bool) -> None:
     mallopt(_M_MMAP_THRESHOLD, _GLIBC_MAX_MMAP_THRESHOLD if keep else _GLIBC_DEFAULT_THRESHOLD)
 
 
+def give_back_freed_memory() -> None:
+    """Hand the memory freed so far back to the OS (glibc's malloc_trim), also within
+    arrow_memory_kept: called once reading is over (the reader's buffers, kept for
+    reuse while reading, would otherwise count in the peak of the work after it).
+    A no-op where there is no glibc."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 @contextlib.contextmanager
 def arrow_memory_kept(readers: int = 1):
     """Within: memory freed while reading is kept for the next row group or batch
     instead of going back to the OS (faster where fresh pages are slow to touch, one
     row group more at peak); all restored on exit. Parquet reading skips its release
-    after each row group; Arrow allocates from the system allocator (pyarrow's
-    mimalloc pool gives freed pages back after a delay) and glibc's malloc stops
-    trimming (measured effect: docs/OPTIMIZATION_LOG.md, E31). The `train` and
-    `encode` commands read this way when no --memory budget is given. readers: row
-    groups of a Parquet file read at once, on that many threads (memory: one row group
-    each); the documents come out in the same order."""
-    import pyarrow as pa
-
-    global RELEASE_ARROW_MEMORY, PARQUET_READERS
+    after each row group; glibc's malloc stops trimming, and where pyarrow reads (a
+    layout harness.parquet_pages leaves to it) Arrow allocates from the system
+    allocator (pyarrow's mimalloc pool gives freed pages back after a delay; set when
+    pyarrow is first used, so that pyarrow is not imported for nothing; measured
+    effect: docs/OPTIMIZATION_LOG.md, E31). The `train` and `encode` commands read
+    this way when no --memory budget is given. readers: row groups of a Parquet file
+    read at once, on that many threads (memory: one row group each); the documents
+    come out in the same order."""
+    global RELEASE_ARROW_MEMORY, PARQUET_READERS, _ARROW_POOL
     old, RELEASE_ARROW_MEMORY = RELEASE_ARROW_MEMORY, False
     old_readers, PARQUET_READERS = PARQUET_READERS, max(1, int(readers))
-    old_pool = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+    old_pool, _ARROW_POOL = _ARROW_POOL, None
     _glibc_keeps_memory(True)
     try:
         yield
     finally:
         RELEASE_ARROW_MEMORY = old
         PARQUET_READERS = old_readers
-        pa.set_memory_pool(old_pool)
+        if _ARROW_POOL is not None:             # pyarrow was used within
+            import pyarrow as pa
+            pa.set_memory_pool(_ARROW_POOL)
+        _ARROW_POOL = old_pool
         _glibc_keeps_memory(False)
+
+
+_ARROW_POOL = None      # within arrow_memory_kept, once pyarrow is used: the pool before
+
+
+def _arrow():
+    """pyarrow, its memory pool the system allocator within arrow_memory_kept."""
+    import pyarrow as pa
+
+    global _ARROW_POOL
+    if not RELEASE_ARROW_MEMORY and _ARROW_POOL is None:
+        with _ARROW_LOCK:
+            if _ARROW_POOL is None:
+                _ARROW_POOL = pa.default_memory_pool()
+                pa.set_memory_pool(pa.system_memory_pool())
+    return pa
+
+
+_ARROW_LOCK = threading.Lock()
 
 
 class InputError(AsmbpeError):
@@ -603,7 +639,7 @@ def _unreadable(p: Path, row: int, e: Exception) -> AsmbpeError:
 def _open_parquet(p: Path, column: str):
     """(ParquetFile, the column's Arrow type); InputError when unreadable or without it."""
     try:
-        import pyarrow.parquet as pq
+        _arrow()
     except ImportError:
         raise InputError(f"{p}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
@@ -729,16 +765,119 @@ def _note_nulls(p: Path, column: str, nulls: int) -> None:
 
 
 def _iter_parquet(p: Path, batch_rows: int, column: str = "text"):
-    for array in _parquet_text_columns(p, batch_rows, column):
-        for doc in array.to_pylist():               # bytes directly
-            if doc is not None:
-                yield doc
+    for batch in _iter_parquet_text_batches(p, batch_rows, column):
+        yield from batch
 
 
 def _iter_parquet_text_batches(p: Path, batch_rows: int, column: str = "text"):
-    """As _iter_parquet, but TextBatch blocks (one copy, no object per document)."""
-    for array in _parquet_text_columns(p, batch_rows, column):
-        yield TextBatch.from_arrow(array)
+    """The column's documents as TextBatch blocks (one copy, no object per document),
+    nulls skipped (a NullsSkipped warning after the last). Read by harness.parquet_pages
+    (no pyarrow) where it can: each row group it stops on is finished by pyarrow,
+    skipping the rows already given, and a file whose footer it cannot take is read by
+    pyarrow whole (whose errors are then the ones raised)."""
+    try:
+        chunks = parquet_pages.text_chunks(p, column)
+    except MemoryError:
+        raise
+    except Exception:                       # Unsupported, OSError: pyarrow names it
+        chunks = None
+    if chunks is None:
+        for array in _parquet_text_columns(p, batch_rows, column):
+            yield TextBatch.from_arrow(array)
+        return
+    fallback = _RowGroupFallback(p, column, batch_rows)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        if PARQUET_READERS > 1 and not RELEASE_ARROW_MEMORY and len(chunks) > 1:
+            yield from _native_parallel(fd, chunks, fallback, PARQUET_READERS)
+        else:
+            row = 0
+            for g, chunk in enumerate(chunks):
+                yield from _native_blocks(fd, g, chunk, row, fallback)
+                row += chunk.rows
+    finally:
+        os.close(fd)
+    _note_nulls(p, column, fallback.nulls)
+
+
+class _RowGroupFallback:
+    """pyarrow for the rest of a row group harness.parquet_pages stopped on."""
+
+    def __init__(self, p: Path, column: str, batch_rows: int):
+        self.p, self.column, self.batch_rows = p, column, batch_rows
+        self.pf = None
+        self.nulls = 0
+        self.lock = threading.Lock()
+
+    def blocks(self, g: int, row: int, done: int) -> list:
+        """Row group g (its first row `row`) from its row `done` on, as TextBatch
+        blocks; InputError (the row) where pyarrow cannot read it."""
+        with self.lock:
+            if self.pf is None:
+                self.pf = _open_parquet(self.p, self.column)[0]
+            pf = self.pf
+        out, at = [], row + done
+        try:
+            for array in parquet_pages.pyarrow_rows(pf, g, self.column, self.batch_rows,
+                                                    done):
+                with self.lock:
+                    self.nulls += array.null_count
+                out.append(TextBatch.from_arrow(array))
+                at += len(array)
+        except Exception as e:
+            raise _unreadable(self.p, at, e) from None
+        return out
+
+
+def _native_blocks(fd: int, g: int, chunk, row: int, fallback):
+    """Row group g's TextBatch blocks, read by parquet_pages, the rest by pyarrow."""
+    done = 0
+    try:
+        for data, ends in parquet_pages.chunk_blocks(fd, chunk):
+            done += len(ends)
+            yield TextBatch(data, ends)
+        return
+    except MemoryError:
+        raise
+    except Exception:                       # Unsupported, damage: pyarrow names it
+        pass
+    yield from fallback.blocks(g, row, done)
+
+
+def _native_parallel(fd: int, chunks: list, fallback, readers: int):
+    """The row groups' blocks, `readers` row groups read at once on threads (zstd
+    decompresses without the GIL), handed on in order; at most `readers` row groups
+    wait. An error comes out after the blocks before it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    firsts = [0]
+    for c in chunks:
+        firsts.append(firsts[-1] + c.rows)
+
+    def read(g: int):
+        out = []
+        try:
+            for block in _native_blocks(fd, g, chunks[g], firsts[g], fallback):
+                out.append(block)
+        except Exception as e:
+            return out, e
+        return out, None
+
+    n = len(chunks)
+    with ThreadPoolExecutor(readers, thread_name_prefix="asmbpe-parquet") as pool:
+        pending = [pool.submit(read, g) for g in range(min(readers, n))]
+        try:
+            for g in range(n):
+                blocks, error = pending.pop(0).result()
+                if g + readers < n:
+                    pending.append(pool.submit(read, g + readers))
+                yield from blocks
+                del blocks
+                if error is not None:
+                    raise error
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _iter_batch_items(path, options: ReadOptions):
@@ -916,15 +1055,23 @@ def _as_paths(paths) -> list:
 
 
 def iter_batches(paths, batch_bytes: int = BATCH_BYTES, *, separator=None,
-                 limit_bytes: int | None = None, read_options: ReadOptions | None = None):
+                 limit_bytes: int | None = None, read_options: ReadOptions | None = None,
+                 packed: bool = False):
     """The documents of every file in `paths` (one path or a list; a StdinInput among
     them), in order, as lists of bytes of about `batch_bytes` bytes each (a batch ends
     with the document that reaches batch_bytes; a longer document is a batch of its
     own). Every file is checked before the first batch; a file without any document
     raises InputError. With `limit_bytes`, whole documents are read until their total
-    reaches it. read_options / separator: as for iter_documents."""
+    reaches it. read_options / separator: as for iter_documents.
+
+    packed: the batches are buffers.PackedBatch instead, laid out as the library
+    counts them, each Parquet document copied there straight from its decompressed
+    page (training: no other copy of the text, T52)."""
     options = _read_options(read_options, separator)
     files = _checked(paths)
+    if packed:
+        return _packed_batches(files, max(1, int(batch_bytes)), options,
+                               int(limit_bytes) if limit_bytes else None)
     return _batches(files, max(1, int(batch_bytes)),
                     lambda p: _iter_batch_items(p, options), len, "documents",
                     int(limit_bytes) if limit_bytes else None)
@@ -947,6 +1094,78 @@ def _checked(paths) -> list[Path]:
     if not files:
         raise InputError("no input files")
     return files
+
+
+def _packed_batches(files, batch_bytes: int, options: ReadOptions, limit: int | None):
+    """iter_batches(packed=True): PackedBatch batches, cut as _batches cuts them."""
+    sink = PackedBuilder(batch_bytes if limit is None else min(batch_bytes, limit))
+    total = 0                                   # bytes in the batches taken
+
+    def take():
+        nonlocal total
+        batch = sink.take()
+        total += batch.nbytes
+        if limit is not None:
+            sink.target = max(1, min(batch_bytes, limit - total))
+        return batch
+
+    for p in files:
+        before = sink.added
+        fmt, compression = file_format(p)
+        if fmt == "parquet" and not compression:
+            fill = _parquet_into(p, options.column_name(), sink)
+        else:
+            fill = _docs_into(iter_documents(p, read_options=options), sink)
+        for _ in fill:                          # the sink is full
+            yield take()
+            if limit is not None and total >= limit:
+                fill.close()
+                return
+        if sink.added == before:
+            raise InputError(f"{p}: is empty (no documents)")
+    if len(sink):
+        yield take()
+
+
+def _docs_into(docs, sink):
+    """Documents (bytes, or TextBatch blocks) into sink; yields when it is full."""
+    for item in docs:
+        for doc in (item if isinstance(item, TextBatch) else (item,)):
+            sink.add(doc)
+            if sink.full:
+                yield
+
+
+def _parquet_into(p: Path, column: str, sink):
+    """The column's documents into sink (see _iter_parquet_text_batches); yields each
+    time it is full. Straight from the pages where harness.parquet_pages reads them
+    (one reader), else through TextBatch blocks."""
+    try:
+        chunks = parquet_pages.text_chunks(p, column)
+    except MemoryError:
+        raise
+    except Exception:
+        chunks = None
+    if chunks is None or (PARQUET_READERS > 1 and not RELEASE_ARROW_MEMORY
+                          and len(chunks) > 1):
+        yield from _docs_into(_iter_parquet_text_batches(p, PARQUET_BATCH_ROWS, column), sink)
+        return
+    fallback = _RowGroupFallback(p, column, PARQUET_BATCH_ROWS)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        row = 0
+        for g, chunk in enumerate(chunks):
+            first = sink.added
+            try:
+                yield from parquet_pages.chunk_into(fd, chunk, sink)
+            except MemoryError:
+                raise
+            except Exception:                   # Unsupported, damage: pyarrow names it
+                yield from _docs_into(fallback.blocks(g, row, sink.added - first), sink)
+            row += chunk.rows
+    finally:
+        os.close(fd)
+    _note_nulls(p, column, fallback.nulls)
 
 
 def _batches(files, batch_bytes, read, size_of, noun, limit):
@@ -1053,21 +1272,36 @@ def read_documents(path, limit_bytes: int | None = None, *, separator=None,
     return docs
 
 
+def _parquet_sizes(p: Path) -> list[dict[str, int]] | None:
+    """Per row group, the uncompressed bytes of each top-level column (harness.
+    parquet_pages reads the footer; pyarrow where it cannot); None when unreadable."""
+    sizes = parquet_pages.column_sizes(p)
+    if sizes is not None:
+        return sizes
+    try:
+        _arrow()
+        import pyarrow.parquet as pq
+
+        md = pq.ParquetFile(p).metadata
+    except Exception:
+        return None
+    out = []
+    for r in range(md.num_row_groups):
+        rg, group = md.row_group(r), {}
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            name = col.path_in_schema.split(".")[0]
+            group[name] = group.get(name, 0) + col.total_uncompressed_size
+        out.append(group)
+    return out
+
+
 def _estimate_one(p: Path) -> int | None:
     fmt, compression = file_format(p)
     try:
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            md = pq.ParquetFile(p).metadata
-            total = 0
-            for r in range(md.num_row_groups):
-                rg = md.row_group(r)
-                for c in range(rg.num_columns):
-                    col = rg.column(c)
-                    if col.path_in_schema == "text":
-                        total += col.total_uncompressed_size
-            return total
+            sizes = _parquet_sizes(p)
+            return None if sizes is None else sum(g.get("text", 0) for g in sizes)
         size = p.stat().st_size
         if compression is None:
             return size
@@ -1144,17 +1378,8 @@ def max_row_group_bytes(paths) -> int:
         p = Path(path)
         if file_format(p)[0] != "parquet":
             continue
-        try:
-            import pyarrow.parquet as pq
-
-            md = pq.ParquetFile(p).metadata
-        except Exception:
-            continue                            # reading will report it
-        for r in range(md.num_row_groups):
-            rg = md.row_group(r)
-            n = sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)
-                    if rg.column(c).path_in_schema.split(".")[0] in ("text", "messages"))
-            biggest = max(biggest, n)
+        for sizes in _parquet_sizes(p) or ():   # (unreadable: reading will report it)
+            biggest = max(biggest, sizes.get("text", 0) + sizes.get("messages", 0))
     return biggest
 
 

@@ -43,7 +43,8 @@ import numpy as np
 
 from ._lib import MAX_THREADS, ffi, lib
 from .buffers import Packer, Padded
-from .corpora import ReadOptions, estimate_bytes, iter_batches, prefetch
+from .corpora import (ReadOptions, estimate_bytes, give_back_freed_memory, iter_batches,
+                      prefetch)
 from .errors import AsmbpeError, OutOfMemory, memory_phase
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
@@ -275,7 +276,7 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
     if kind == "files":
         total_est = estimate_bytes(items)
         batches = prefetch(iter_batches(items, batch_bytes, separator=separator,
-                                        read_options=read_options))
+                                        read_options=read_options, packed=True))
     else:
         total_est = sum(len(d) for d in items)
         batches = _doc_batches(items, batch_bytes)
@@ -306,6 +307,8 @@ def train(inputs: TrainInput, vocab_size: int = 32768, threads: int | None = Non
         close = getattr(batches, "close", None)
         if close is not None:                   # stop the reader thread on errors too
             close()
+    give_back_freed_memory()                    # the reader's buffers: not in the
+                                                # merge loop's peak (T52)
     try:
         result = train_words(table, vocab_size, None if auto_threads else threads,
                              naive=naive, min_count=min_count, verify=verify,

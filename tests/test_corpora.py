@@ -215,9 +215,10 @@ def test_parquet_batches_are_text_batches_with_the_same_documents(corpus_files):
 
 
 def test_arrow_memory_kept_is_scoped():
-    """The commands keep Arrow's freed memory only within arrow_memory_kept(); the
-    release that bounded streaming and the distributed workers rely on comes back on
-    exit, after an error too."""
+    """The commands keep Arrow's freed memory only within arrow_memory_kept() (its
+    system allocator set once pyarrow is used within); the release that bounded
+    streaming and the distributed workers rely on comes back on exit, after an error
+    too."""
     import pyarrow as pa
 
     from harness import corpora
@@ -226,6 +227,8 @@ def test_arrow_memory_kept_is_scoped():
     assert corpora.RELEASE_ARROW_MEMORY is True
     with corpora.arrow_memory_kept():
         assert corpora.RELEASE_ARROW_MEMORY is False
+        assert pa.default_memory_pool().backend_name == pool
+        corpora._arrow()
         assert pa.default_memory_pool().backend_name == "system"
     assert corpora.RELEASE_ARROW_MEMORY is True
     assert pa.default_memory_pool().backend_name == pool
@@ -268,6 +271,10 @@ def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_p
         assert [len(b) for b in iter_batches(p, 40)] == [5, 4, 4, 4, 3]
         first = [d for b in iter_batches(p, 40, limit_bytes=50) for d in b]
         assert first == want[:len(first)] and 50 <= sum(map(len, first)) < 70
+        packed = list(iter_batches(p, 40, packed=True))     # the same cuts, laid out
+        assert [_unpacked(b) for b in packed] == [list(b) for b in iter_batches(p, 40)]
+        assert [_unpacked(b) for b in iter_batches(p, 40, limit_bytes=50, packed=True)] \
+            == [list(b) for b in iter_batches(p, 40, limit_bytes=50)]
         it = iter_documents(p)                           # left early: readers stop
         assert next(it) == want[0]
         it.close()
@@ -288,6 +295,11 @@ def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_p
             for doc in iter_documents(bad):
                 seen.append(doc)
         assert len(seen) == 5                            # the first row group's
+        seen = []
+        with pytest.raises(InputError, match=r"bad.parquet: row 5: cannot read as Parquet"):
+            for b in iter_batches(bad, 3000, packed=True):
+                seen += _unpacked(b)
+        assert len(seen) == 5                            # (a batch per document)
         assert corpora.PARQUET_READERS == (readers if kept else 1)
     assert corpora.PARQUET_READERS == 1
 
@@ -356,3 +368,78 @@ def test_prefetch_meanwhile_overlaps_the_first_read():
         if t.name == "asmbpe-reader":
             t.join(5)
             assert not t.is_alive()
+
+
+def _unpacked(batch) -> list[bytes]:
+    """The documents of a PackedBatch, checking its padding (SPEC §2)."""
+    from harness.buffers import PAD, PAD_BYTE
+
+    a, ends = batch.array, batch.ends.tolist()
+    assert len(a) >= batch.nbytes + 2 * PAD and (not ends or ends[-1] == batch.nbytes)
+    assert set(a[:PAD].tolist()) == {PAD_BYTE}
+    assert set(a[PAD + batch.nbytes:PAD + batch.nbytes + PAD].tolist()) == {PAD_BYTE}
+    text = a[PAD:PAD + batch.nbytes].tobytes()
+    return [text[s:e] for s, e in zip([0] + ends[:-1], ends)]
+
+
+@pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")
+@pytest.mark.parametrize("batch_bytes", [1, 100, 5000, 1 << 20])
+def test_packed_batches_are_iter_batches_laid_out(tmp_path, batch_bytes):
+    """iter_batches(packed=True) (what training counts from) gives the documents of
+    iter_batches, each batch ending with the document that reaches the batch size
+    (iter_batches also ends one where a file of another format starts), over Parquet read here (pages of one and of many
+    documents, a document larger than a batch), Parquet read by pyarrow (a dictionary),
+    nulls, plain text and JSONL in one run, and with a limit; an empty file is
+    refused as iter_batches refuses it."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rnd = random.Random(batch_bytes)
+    docs = [rnd.randbytes(rnd.choice([0, 5, 300, 4000])).hex().encode() for _ in range(60)]
+    docs[17] = b"x" * 300_000
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": [d.decode() for d in docs]}), a, row_group_size=25,
+                   compression="zstd", use_dictionary=False, data_page_size=3000)
+    b = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": ["dict", None, "dict", "other"] * 5}), b,
+                   use_dictionary=True)
+    t = tmp_path / "t.txt"
+    t.write_bytes(b"one\n\ntwo\n")
+    j = tmp_path / "j.jsonl"
+    j.write_text('{"text": "json doc"}\n')
+    files = [a, b, t, j, a]
+    for limit in (None, 10_000):
+        want = [d for x in iter_batches(files, batch_bytes, limit_bytes=limit) for d in x]
+        got = [_unpacked(x) for x in iter_batches(files, batch_bytes, limit_bytes=limit,
+                                                  packed=True)]
+        assert [d for x in got for d in x] == want
+        for x in got[:-1]:              # a batch ends with the document reaching the size
+            sizes = list(map(len, x))
+            assert sum(sizes) >= batch_bytes > sum(sizes[:-1])
+        assert got[-1]
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(InputError, match="is empty"):
+        list(iter_batches([t, empty], packed=True))
+
+
+def test_training_reads_parquet_without_pyarrow(tmp_path):
+    """`asmbpe train` on a plain zstd Parquet file (the shared corpora's layout) reads it
+    with harness.parquet_pages: pyarrow is never imported (0.07 s and 35 MB, T52)."""
+    pa = pytest.importorskip("pyarrow")
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"document {i} " * 50 for i in range(300)]}), p,
+                   row_group_size=100, compression="zstd", use_dictionary=False)
+    code = ("import sys; from harness.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print('pyarrow' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, "train", str(p), "-o",
+                          str(tmp_path / "t.bin"), "--vocab-size", "300", "-q"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr

@@ -223,3 +223,119 @@ def test_corpora_are_streamed_here(corpus_files):
         got, streamed = _read_all(path)
         assert streamed == pq.ParquetFile(path).metadata.num_row_groups, path
         assert got.equals(_want(path)), path
+
+
+def _native_docs(path, column="text", target=None):
+    """Every document of the column read here without pyarrow: (through chunk_blocks,
+    through chunk_into a PackedBuilder of `target` bytes)."""
+    import os
+
+    from harness.buffers import PAD, PackedBuilder
+
+    chunks = parquet_pages.text_chunks(path, column)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        blocks = []
+        for chunk in chunks:
+            for data, ends in parquet_pages.chunk_blocks(fd, chunk):
+                e = ends.tolist()
+                blocks += [data[s:t].tobytes() for s, t in zip([0] + e[:-1], e)]
+        packed, sink = [], PackedBuilder(target or 1 << 30)
+
+        def take():
+            b = sink.take()
+            text, e = b.array[PAD:PAD + b.nbytes].tobytes(), b.ends.tolist()
+            packed.extend(text[s:t] for s, t in zip([0] + e[:-1], e))
+
+        for chunk in chunks:
+            for _ in parquet_pages.chunk_into(fd, chunk, sink):
+                take()
+        take()
+    finally:
+        os.close(fd)
+    return blocks, packed
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_native_reader_gives_pyarrows_rows_or_leaves_them_to_it(tmp_path, layout):
+    """The footer and pages read without pyarrow (text_chunks, then chunk_blocks or
+    chunk_into, the training path) give pyarrow's rows for every layout read here,
+    with sinks smaller than one document and larger than the file; a layout it does
+    not read raises Unsupported (the caller then hands it to pyarrow)."""
+    options, streamed = LAYOUTS[layout]
+    docs = [d.hex().encode() for d in _docs(4, 500, big=1)]
+    table = pa.table({"id": pa.array(range(len(docs))), "text": [d.decode() for d in docs]})
+    p = tmp_path / "t.parquet"
+    pq.write_table(table, p, row_group_size=200, **{"use_dictionary": False, **options})
+    if not streamed:
+        with pytest.raises(_Unsupported):
+            _native_docs(p)
+        return
+    for target in (1, 5000, None):
+        blocks, packed = _native_docs(p, target=target)
+        assert blocks == packed == docs
+    sizes = parquet_pages.column_sizes(p)
+    md = pq.ParquetFile(p).metadata
+    assert sizes == [{md.schema.column(c).name: md.row_group(g).column(c).total_uncompressed_size
+                      for c in range(md.num_columns)} for g in range(md.num_row_groups)]
+
+
+def test_footers_read_here_only_where_simple(tmp_path):
+    """text_chunks refuses what it does not read: no such column, a column that is not
+    strings, strings in a list or a struct, a file that is not Parquet."""
+    p = tmp_path / "o.parquet"
+    pq.write_table(pa.table({"n": pa.array(range(4)), "text": [["a"]] * 4,
+                             "s": [{"text": "x"}] * 4, "ok": ["a", "b", "c", "d"]}), p,
+                   use_dictionary=False, compression="zstd")
+    for column in ("missing", "n", "text", "s"):
+        with pytest.raises(_Unsupported):
+            parquet_pages.text_chunks(p, column)
+    assert [c.rows for c in parquet_pages.text_chunks(p, "ok")] == [4]
+    q = tmp_path / "not.parquet"
+    q.write_bytes(b"PAR1" + bytes(100))
+    with pytest.raises(_Unsupported):
+        parquet_pages.text_chunks(q, "text")
+    assert parquet_pages.column_sizes(q) is None
+
+
+@pytest.mark.parametrize("compression,version", [("none", "1.0"), ("zstd", "1.0"),
+                                                 ("zstd", "2.0")])
+def test_random_damage_native_gives_pyarrows_rows_or_refuses(tmp_path, compression,
+                                                              version):
+    """As test_random_damage_gives_pyarrows_rows_or_an_error, for the reader without
+    pyarrow, the footer damaged too: where pyarrow reads the file, the rows read here
+    are pyarrow's or this reader refuses (and pyarrow then reads it); where pyarrow
+    cannot, this reader refuses too, except for damage in the Arrow schema pyarrow
+    keeps in the key-value metadata, which is not read here (the rows are then the
+    file's, intact)."""
+    base = tmp_path / "base.parquet"
+    docs = _docs(5, 40)
+    pq.write_table(pa.table({"text": pa.array(docs)}), base,
+                   compression=compression, use_dictionary=False, data_page_size=3000,
+                   data_page_version=version)
+    good = base.read_bytes()
+    chunk = pq.ParquetFile(base).metadata.row_group(0).column(0)
+    lo, hi = chunk.data_page_offset, chunk.data_page_offset + chunk.total_compressed_size
+    rnd = random.Random(11)
+    p = tmp_path / "damaged.parquet"
+    for k in range(150):
+        raw = bytearray(good)
+        for _ in range(rnd.choice([1, 1, 2, 8])):
+            if k % 4 == 3:                      # the footer
+                at = rnd.randrange(hi, len(raw) - 8)
+            else:
+                at = rnd.randrange(lo, min(hi, lo + 400) if rnd.random() < 0.5 else hi)
+            raw[at] = rnd.randrange(256)
+        p.write_bytes(bytes(raw))
+        try:
+            want = pq.read_table(p, columns=["text"]).column(0).to_pylist()
+        except Exception as e:
+            want = None
+            if "base64" in str(e) or "flatbuffers" in str(e):
+                want = docs         # the Arrow schema in the key-value metadata was
+                                    # hit: not read here, the data is intact
+        try:
+            got = _native_docs(p)[0]
+        except Exception:
+            got = None
+        assert got is None or got == want
