@@ -315,10 +315,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     neg         ecx                             ; power of two): the pairs
     add         ecx, 63                         ; of most inputs fit without
     shlx        rsi, rsi, rcx                   ; growing more than once;
-    mov         rax, [rdi + tctx.nmerges]       ; and no more than 2 per word
-    shl         rax, 4                          ; and 16 per merge asked for
+    mov         rax, [rdi + tctx.nmerges]       ; and no more than 1 per word
+    shl         rax, 3                          ; and 8 per merge asked for
     mov         rdx, [rdi + tctx.nw]            ; (rounded up): what the live
-    lea         rax, [rax + rdx * 2]            ; pairs of english, code and
+    lea         rax, [rax + rdx]                ; pairs of english, code and
     lzcnt       rcx, rax                        ; multilingual reached at
     neg         ecx                             ; vocab 32768 (half W's
     add         ecx, 64                         ; positions for multilingual

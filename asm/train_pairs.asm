@@ -76,8 +76,12 @@ PROC pt_add
     mov         rax, [rdi + tctx.ptused]
     inc         rax
     mov         [rdi + tctx.ptused], rax
-    add         rax, rax
-    cmp         rax, [rdi + tctx.ptmask]
+    shl         rax, 2                          ; 4 used <= 3 slots (T54)
+    push        rax
+    mov         rax, [rdi + tctx.ptmask]
+    lea         rax, [rax * 2 + rax + 3]
+    cmp         [rsp], rax
+    pop         rax
     jbe         .new_done
     push        r9
     push        rsi
@@ -164,10 +168,9 @@ pt_grow:
     add         pg_cur, pslot_size
     jmp         .live
 .counted:
-    mov         rsi, pg_nold                    ; the same size when at most an
-    shl         rcx, 3                          ; eighth is live, else twice (a
-                                                ; quarter rehashed english's
-                                                ; 2^21 slots every 2^19 new pairs)
+    mov         rsi, pg_nold                    ; the same size when at most a
+    shl         rcx, 2                          ; quarter is live, else twice
+                                                ; (T54: grown at 3/4 used)
     cmp         rcx, pg_nold
     jb          .sized
     add         rsi, rsi

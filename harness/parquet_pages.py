@@ -207,7 +207,7 @@ def chunk_blocks(fd: int, chunk: Chunk, block_bytes: int | None = None):
     import numpy as np
 
     limit = ARRAY_BYTES if block_bytes is None else block_bytes
-    for values in _pages(_chunk_bytes(fd, chunk), chunk):
+    for values in _pages(fd, chunk):
         while values.left:
             parts, ends, _ = values.take_values(values.left, limit)
             data = b"".join(parts)
@@ -219,31 +219,57 @@ def chunk_into(fd: int, chunk: Chunk, sink):
     from the decompressed pages; yields each time the sink is full, for the caller to
     take its batch. Unsupported for what pyarrow must read (the documents before it
     are in the sink: sink.added counts them)."""
-    for values in _pages(_chunk_bytes(fd, chunk), chunk):
+    for values in _pages(fd, chunk):
         while values.left:
             values.copy_into(sink)
             if sink.full:
                 yield
 
 
-def _chunk_bytes(fd: int, chunk: Chunk) -> memoryview:
-    data = os.pread(fd, chunk.size, chunk.start)
-    if len(data) != chunk.size:
-        raise Unsupported("the chunk runs past the end of the file")
-    return memoryview(data)
+class _ChunkFile:
+    """A chunk's bytes read from the file a page at a time (os.pread), so that reading
+    holds one compressed page, not the whole chunk: `at(pos, n)` gives at least the n
+    bytes from chunk offset pos (up to PEEK_BYTES more, or the chunk's end), as a
+    memoryview whose first byte is at pos."""
+
+    PEEK_BYTES = 64 << 10
+
+    def __init__(self, fd: int, chunk: Chunk):
+        self.fd, self.start, self.size = fd, chunk.start, chunk.size
+        self.lo, self.buf = 0, memoryview(b"")
+
+    def __len__(self) -> int:
+        return self.size
+
+    def at(self, pos: int, n: int) -> memoryview:
+        if not (self.lo <= pos and pos + n <= self.lo + len(self.buf)):
+            want = min(self.size - pos, max(n, self.PEEK_BYTES))
+            data = os.pread(self.fd, want, self.start + pos)
+            if len(data) != want:
+                raise Unsupported("the chunk runs past the end of the file")
+            self.lo, self.buf = pos, memoryview(data)
+        return self.buf[pos - self.lo:]
 
 
-def _pages(data: memoryview, chunk: Chunk):
-    """Every data page of a chunk as a _Values, in order; the consumer takes all of a
-    page's values before asking for the next (its end is then checked)."""
+def _pages(fd: int, chunk: Chunk):
+    """Every data page of one chunk (read from fd a page at a time) as a _Values, in
+    order; the consumer takes all of a page's values before asking for the next (its
+    end is then checked)."""
+    data = _ChunkFile(fd, chunk)
     pos = got = 0
     while got < chunk.rows:
-        header, pos = _thrift_struct(data, pos)         # IndexError past the end
+        if pos >= len(data):
+            raise IndexError("the chunk ends before its rows")
+        try:
+            header, hlen = _thrift_struct(data.at(pos, 1), 0)
+        except IndexError:              # a header longer than the peek: all the rest
+            header, hlen = _thrift_struct(data.at(pos, len(data) - pos), 0)
+        pos += hlen                     # (IndexError past the chunk's end)
         kind, page_bytes, size = _required(header, _I32, 1, 2, 3)
         if not 0 <= size <= len(data) - pos or page_bytes < 0:
             raise Unsupported("a page size out of its chunk")
-        values = _page_values(header, kind, page_bytes, data[pos:pos + size], chunk.codec,
-                              chunk.optional)
+        values = _page_values(header, kind, page_bytes, data.at(pos, size)[:size],
+                              chunk.codec, chunk.optional)
         pos += size
         if not 0 <= values.count <= chunk.rows - got:
             raise Unsupported("a value count out of range")
@@ -316,12 +342,11 @@ def _plain_strings(p, pf, g: int, column: str, batch_rows: int):
     chunk = text_chunks(p, column)[g]
     fd = os.open(p, os.O_RDONLY)
     try:
-        data = _chunk_bytes(fd, chunk)
+        for values in _pages(fd, chunk):
+            while values.left:
+                yield values.array(batch_rows, large)
     finally:
         os.close(fd)
-    for values in _pages(data, chunk):
-        while values.left:
-            yield values.array(batch_rows, large)
 
 
 def _page_values(header: dict, kind: int, page_bytes: int, page: memoryview, codec,

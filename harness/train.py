@@ -54,7 +54,7 @@ from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
            "MIN_VOCAB", "MAX_TRAIN_VOCAB", "MAX_COUNT", "TrainOutOfMemory", "check_min_count"]
 
-BATCH_BYTES = 16 << 20                   # text per asmbpe_count_words call (measured best)
+BATCH_BYTES = 8 << 20                    # text per asmbpe_count_words call (measured best)
 MIN_VOCAB = N_BYTES + N_SPECIAL          # 272: no merges at all
 MAX_TRAIN_VOCAB = 1 << 20                # u32 training (asmbpe_train32): ids below 2^20
 MAX_COUNT = (1 << 64) - 1                # the library's counts are uint64
