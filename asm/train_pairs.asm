@@ -63,7 +63,7 @@ PROC pt_get
 ENDPROC
 
 ; pt_add: rdi = ctx, rsi = P, rdx = delta -> rax = the new count.  Inserts
-; the pair if absent; grows the table past half full (on failure sets
+; the pair if absent; grows the table past 3/4 used (on failure sets
 ; tctx.status).  Clobbers rcx, rdx, r8-r11.
 PROC pt_add
     mov         r9, rdx
