@@ -191,7 +191,7 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     jbe         .room
 .grow:
     mov         rdi, ti_tab                     ; no: grow first, then probe again
-    call        tab_grow                        ; (the slots moved)
+    call        asmbpe_tab_grow                 ; (the slots moved)
     test        eax, eax
     jnz         .ret                            ; ENOMEM: nothing added
     mov         ti_i, ti_hash
@@ -201,25 +201,11 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         rcx, ti_key                     ; key: the pointer itself
     cmp         qword [ti_tab + wtab.owns_keys], 0
     je          .store
-    mov         rax, [ti_tab + wtab.arena_use]     ; copy into the arena
-    add         rax, ti_len
-    cmp         rax, [ti_tab + wtab.arena_cap]
-    jbe         .copy
-    mov         rdx, [ti_tab + wtab.arena_cap]     ; grow: max(2 cap, need + 1 MB)
-    add         rdx, rdx
-    add         rax, ARENA_INIT
-    and         rax, -4096
-    cmp         rdx, rax
-    cmovb       rdx, rax
-    mov         [rsp], rdx
-    mov         rdi, [ti_tab + wtab.base]
-    mov         rsi, [ti_tab + wtab.arena_cap]
-    call        asmbpe_remap
-    test        rax, rax
-    jz          .enomem
-    mov         [ti_tab + wtab.base], rax
-    mov         rdx, [rsp]
-    mov         [ti_tab + wtab.arena_cap], rdx
+    mov         rdi, ti_tab                     ; copy into the arena
+    mov         rsi, ti_len
+    call        asmbpe_arena_reserve
+    test        eax, eax
+    jnz         .ret
 .copy:
     mov         rdi, [ti_tab + wtab.base]
     add         rdi, [ti_tab + wtab.arena_use]
@@ -238,10 +224,8 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         [rax + slot.count], ti_count
     add         [ti_tab + wtab.total], ti_count
     inc         qword [ti_tab + wtab.used]
+    add         [ti_tab + wtab.keybytes], ti_len
     xor         eax, eax
-    jmp         .ret
-.enomem:
-    mov         eax, ASMBPE_ENOMEM
 .ret:
     add         rsp, 8
     RET
@@ -254,9 +238,54 @@ ENDFUNC
 %undef  ti_i
 
 ;-----------------------------------------------------------------------------
-; tab_grow (local): rdi = table.  Doubles the slots, rehashing by the stored
-; hashes.  eax = 0 or ASMBPE_ENOMEM (then the table is as it was).
+; int asmbpe_arena_reserve(void *tab, uint64_t n)   (rdi, rsi; hidden)
+; Makes room for n more key bytes in the arena of a table that owns its
+; keys: grows it (asmbpe_remap, so base may move; keys are offsets) to
+; max(2 x its size, what is needed + 1 MB) when they do not fit.  eax = 0, or
+; ASMBPE_ENOMEM (the arena is as it was).  Clobbers rax, rcx, rdx, rsi, rdi,
+; r8-r11.
 ;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_arena_reserve, 2, 12, 0, tab, n
+    mov         rbx, tabq
+    mov         rax, [rbx + wtab.arena_use]
+    add         rax, nq
+    cmp         rax, [rbx + wtab.arena_cap]
+    jbe         .fits
+    mov         rbp, [rbx + wtab.arena_cap]        ; grow: max(2 cap, need + 1 MB)
+    add         rbp, rbp
+    add         rax, ARENA_INIT
+    and         rax, -4096
+    cmp         rbp, rax
+    cmovb       rbp, rax
+    mov         rdi, [rbx + wtab.base]
+    mov         rsi, [rbx + wtab.arena_cap]
+    mov         rdx, rbp
+    call        asmbpe_remap
+    test        rax, rax
+    jz          .enomem
+    mov         [rbx + wtab.base], rax
+    mov         [rbx + wtab.arena_cap], rbp
+.fits:
+    xor         eax, eax
+    RET
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+    RET
+ENDFUNC
+
+;-----------------------------------------------------------------------------
+; int asmbpe_tab_grow(void *tab)   (rdi; hidden)
+; Doubles the slots, rehashing by the stored hashes.  eax = 0 or
+; ASMBPE_ENOMEM (then the table is as it was).
+;-----------------------------------------------------------------------------
+HIDDEN
+FUNC asmbpe_tab_grow, 1, 12, 0, tab
+    mov         rdi, tabq
+    call        tab_grow
+    RET
+ENDFUNC
+
 tab_grow:
     SAVE        rbx, r12, r13
     mov         rbx, rdi

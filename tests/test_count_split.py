@@ -82,10 +82,10 @@ def test_corpus_as_one_document(name):
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 def test_batches_known_words_merged_in_parallel(threads):
-    """Counting in several calls: from the second on, the words the table already holds
-    are added by every thread at once (count.asm, merge_known), the new ones after;
-    the counts are the twin's over all the documents, whatever the split and the
-    threads."""
+    """Counting in several calls, each merging its threads' tables into the table (at
+    once from two threads on: count.asm's parallel merge, T58; the words the table
+    already holds and new ones): the counts are the twin's over all the documents,
+    whatever the split and the threads."""
     rng = random.Random(threads)
     docs = [adversarial(k, rng.randrange(1, 400)) for k in range(300)]
     want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
@@ -96,6 +96,32 @@ def test_batches_known_words_merged_in_parallel(threads):
             n = rng.randrange(1, 60)
             t.count(docs[at:at + n], threads=threads, max_word_bytes=0)
             at += n
+        assert t.total == sum(want.values())
+        assert words(t) == want
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("threads", [2, 5, 16])
+def test_threads_racing_for_the_same_new_words(threads):
+    """count.asm's parallel merge (T58): every thread's table holds the same words, all
+    new to the persistent table, so the threads race to claim each word's slot (a
+    locked cmpxchg; the losers wait for the winner's count, then add theirs), words of
+    1 to 60 bytes (memeq on text and on arena keys), and enough of them that the table
+    grows before the merge (room for every thread's words) and after it (back under
+    3/4), in the first call and in a second one. The counts are the twin's."""
+    rng = random.Random(threads)
+    letters = b"abcdefghijklmnopqrstuvwxyz"
+    vocab = [bytes(rng.choice(letters) for _ in range(rng.randrange(1, 60)))
+             for _ in range(6000)]
+    doc = b" ".join(vocab)
+    other = b" ".join(w + b"q" for w in vocab[:3000])
+    want = dict(twin.count_words([doc] * threads + [other] * threads, max_word_bytes=0,
+                                 pretokenizer="seed"))
+    t = WordTable("seed")
+    try:
+        t.count([doc] * threads, threads=threads, max_word_bytes=0)
+        t.count([other] * threads, threads=threads, max_word_bytes=0)
         assert t.total == sum(want.values())
         assert words(t) == want
     finally:
