@@ -4,49 +4,23 @@
 ; asmbpe_parallel's threads, each counting its share into its own table
 ; (count_worker), then merges those tables into the caller's persistent
 ; table, which owns copies of the word bytes (so text can be counted in
-; batches): from two threads on every thread merges its own table at once
-; (merge_worker, par_insert: T58), with one thread serially.  The tables themselves (asmbpe_tab_alloc, asmbpe_tab_insert, the
-; asmbpe_wordtab_* API) are in wordtab.asm; layout and the chunk hash:
+; batches: count_merge, in count_merge.asm).  The counting context:
+; count.inc.  The tables themselves (asmbpe_tab_alloc, asmbpe_tab_insert,
+; the asmbpe_wordtab_* API) are in wordtab.asm; layout and the chunk hash:
 ; wordtab.inc.
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
 %include "sys.inc"
 %include "wordtab.inc"
-
-%define MERGE_AHEAD 8               ; slots between a prefetch and its insert
+%include "count.inc"
 
 extern asmbpe_split_offsets
-extern asmbpe_tab_grow
-extern asmbpe_arena_reserve
-extern asmbpe_memeq
 
 section .text
 
 ;-----------------------------------------------------------------------------
 ; The counting context (on asmbpe_count_words' stack) and its worker.
 ;-----------------------------------------------------------------------------
-; the counting context, on asmbpe_count_words' stack (6 pushes + this:
-; aligned calls), read by every worker
-struc cctx
-    .text:      resq 1          ; the text
-    .ends:      resq 1          ; u64 doc_ends
-    .ndocs:     resq 1          ; documents
-    .nthreads:  resq 1          ; threads
-    .maxw:      resq 1          ; max word bytes (0: no limit -> all ones)
-    .total:     resq 1          ; bytes of text
-    .status:    resq 1          ; 0 or a negative status set by a worker
-    .pretok:    resq 1          ; the pre-tokenizer id (asmbpe_split_offsets)
-    .t:         resq 1          ; the persistent table
-    .list:      resq 1          ; (parallel merge) the new keys' slots, all
-    .listbytes: resq 1          ; threads' lists in one mapping, and its size
-    .tables:    resq MAX_THREADS    ; per-thread table pointers
-    .lstart:    resq MAX_THREADS    ; (parallel merge) each thread's list
-    .lcur:      resq MAX_THREADS    ; and its end once merge_worker is done
-endstruc
-%if (cctx_size + 7 * 8) % 16
-    %error "cctx: 6 pushes + the return address + cctx must keep calls aligned"
-%endif
-
 %define CW_BUF      4096        ; chunk ends per split call
 
 ; count_worker's stack frame (6 pushes + this: aligned calls)
@@ -367,311 +341,6 @@ count_worker:
 %undef  cw_end
 
 ;-----------------------------------------------------------------------------
-; The parallel merge (two or more threads, T58): every thread merges its own
-; table into t at once (merge_worker).  A new key's slot is claimed with a
-; locked cmpxchg of slot.state (0 -> 1) and published by the store of its
-; count, after its hash, key and len (x86 keeps stores in order, and loads:
-; a thread that reads count != 0 then reads what was written before it); a
-; thread that finds a slot claimed but not yet published waits for its count.
-; Until asmbpe_count_words copies the new keys' bytes into t's arena after
-; the threads are done (par_finish), their slots point into the text (state
-; 1).  Before, par_prepare made room in t for every key of every thread's
-; table (t at most 15/16 full after; grown back to 3/4 by par_finish) and in
-; its arena for all their bytes, so no thread ever grows either.
-;-----------------------------------------------------------------------------
-
-; par_insert: rdi = t, rsi = key (in the text), rdx = len, rcx = hash, r8 =
-; count -> rax = the slot claimed for the key, new in t, or 0 (t had it: the
-; count added).  Clobbers rcx, rdx, rsi, rdi, r8-r11.
-%define pi_t     rbx         ; t
-%define pi_key   r12         ; the key's bytes
-%define pi_len   r13         ; its length
-%define pi_len_d r13d        ; (32-bit view)
-%define pi_hash  r14         ; its hash
-%define pi_count r15         ; the count to add
-%define pi_i     rbp         ; the slot probed (index)
-par_insert:
-    SAVE        rbx, rbp, r12, r13, r14, r15
-    sub         rsp, 8                          ; (calls aligned)
-    mov         pi_t, rdi
-    mov         pi_key, rsi
-    mov         pi_len, rdx
-    mov         pi_hash, rcx
-    mov         pi_count, r8
-    mov         pi_i, rcx
-.probe:
-    and         pi_i, [pi_t + wtab.mask]
-    mov         rdx, pi_i
-    shl         rdx, 5
-    add         rdx, [pi_t + wtab.slots]        ; the slot
-    cmp         qword [rdx + slot.count], 0
-    jne         .filled
-    cmp         dword [rdx + slot.state], 0
-    jne         .wait                           ; claimed, being written
-    xor         eax, eax
-    mov         ecx, 1
-    lock cmpxchg [rdx + slot.state], ecx
-    jne         .wait                           ; another thread claimed it first
-    mov         [rdx + slot.hash], pi_hash
-    mov         [rdx + slot.key], pi_key
-    mov         [rdx + slot.len], pi_len_d
-    mov         [rdx + slot.count], pi_count    ; published
-    mov         rax, rdx
-    jmp         .ret
-.wait:
-    pause
-    cmp         qword [rdx + slot.count], 0
-    je          .wait
-.filled:
-    cmp         [rdx + slot.hash], pi_hash
-    jne         .next
-    cmp         [rdx + slot.len], pi_len_d
-    jne         .next
-    mov         [rsp], rdx
-    mov         rsi, [rdx + slot.key]           ; its bytes: in the text (state
-    cmp         dword [rdx + slot.state], 0     ; 1), or at this offset of the
-    jne         .compare                        ; arena
-    add         rsi, [pi_t + wtab.base]
-.compare:
-    mov         rdi, pi_key
-    mov         rdx, pi_len
-    call        asmbpe_memeq
-    mov         rdx, [rsp]
-    test        eax, eax
-    jz          .next
-    lock add    [rdx + slot.count], pi_count
-    xor         eax, eax
-    jmp         .ret
-.next:
-    inc         pi_i
-    jmp         .probe
-.ret:
-    add         rsp, 8
-    RESTORE
-%undef  pi_t
-%undef  pi_key
-%undef  pi_len
-%undef  pi_len_d
-%undef  pi_hash
-%undef  pi_count
-%undef  pi_i
-
-; void merge_worker(ctx, tid): merges this thread's table into t (par_insert),
-; emptying it for the next call, and lists the slots of the keys new in t
-; from cctx.lstart[tid]; their end in cctx.lcur[tid].
-%define mw_ctx   r12         ; the counting context
-%define mw_tab   r13         ; this thread's table
-%define mw_slot  r14         ; its slot being merged
-%define mw_end   r15         ; the end of its slots
-%define mw_cur   rbx         ; the list's end
-%define mw_t     rbp         ; t
-merge_worker:
-    SAVE        rbx, rbp, r12, r13, r14, r15
-    sub         rsp, 8                          ; (calls aligned)
-    mov         mw_ctx, rdi
-    mov         [rsp], rsi
-    mov         mw_tab, [mw_ctx + cctx.tables + rsi * 8]
-    mov         mw_cur, [mw_ctx + cctx.lstart + rsi * 8]
-    mov         mw_t, [mw_ctx + cctx.t]
-    test        mw_tab, mw_tab
-    jz          .done
-    mov         mw_slot, [mw_tab + wtab.slots]
-    mov         mw_end, [mw_tab + wtab.mask]
-    inc         mw_end
-    shl         mw_end, 5
-    add         mw_end, mw_slot
-.slot:
-    cmp         mw_slot, mw_end
-    jae         .emptied
-    lea         rax, [mw_slot + MERGE_AHEAD * slot_size]
-    cmp         rax, mw_end
-    jae         .no_prefetch
-    mov         rax, [rax + slot.hash]          ; prefetch the slot of t that
-    and         rax, [mw_t + wtab.mask]         ; the slot MERGE_AHEAD further
-    shl         rax, 5                          ; on will probe first
-    add         rax, [mw_t + wtab.slots]
-    prefetcht0  [rax]
-.no_prefetch:
-    mov         r8, [mw_slot + slot.count]
-    test        r8, r8
-    jz          .next
-    mov         qword [mw_slot + slot.count], 0 ; (emptied for the next call)
-    mov         rdi, mw_t
-    mov         rsi, [mw_slot + slot.key]
-    mov         edx, [mw_slot + slot.len]
-    mov         rcx, [mw_slot + slot.hash]
-    call        par_insert
-    test        rax, rax
-    jz          .next
-    mov         [mw_cur], rax                   ; a key new in t
-    add         mw_cur, 8
-.next:
-    add         mw_slot, slot_size
-    jmp         .slot
-.emptied:
-    mov         qword [mw_tab + wtab.used], 0
-    mov         qword [mw_tab + wtab.total], 0
-    mov         qword [mw_tab + wtab.keybytes], 0
-.done:
-    mov         rsi, [rsp]
-    mov         [mw_ctx + cctx.lcur + rsi * 8], mw_cur
-    add         rsp, 8
-    RESTORE
-%undef  mw_ctx
-%undef  mw_tab
-%undef  mw_slot
-%undef  mw_end
-%undef  mw_cur
-%undef  mw_t
-
-; par_prepare: rdi = ctx.  Makes room in t for every key of the threads'
-; tables (at most 15/16 full with all of them new) and in its arena for their
-; bytes, adds their counts to t's total, and maps the list of new slots:
-; each thread's part of it in cctx.lstart.  eax = 0, or ASMBPE_ENOMEM (then
-; nothing is merged or counted; t may have grown).
-%define pp_ctx   rbx
-%define pp_t     r12
-%define pp_i     r13
-%define pp_used  r14         ; the threads' keys
-%define pp_bytes r15         ; and their bytes
-par_prepare:
-    SAVE        rbx, r12, r13, r14, r15
-    mov         pp_ctx, rdi
-    mov         pp_t, [pp_ctx + cctx.t]
-    xor         pp_used, pp_used
-    xor         pp_bytes, pp_bytes
-    xor         pp_i, pp_i
-.sum:
-    cmp         pp_i, [pp_ctx + cctx.nthreads]
-    jae         .summed
-    mov         rax, [pp_ctx + cctx.tables + pp_i * 8]
-    test        rax, rax
-    jz          .sum_next
-    add         pp_used, [rax + wtab.used]
-    add         pp_bytes, [rax + wtab.keybytes]
-.sum_next:
-    inc         pp_i
-    jmp         .sum
-.summed:
-    mov         rax, [pp_t + wtab.used]         ; 16 (used + theirs) <= 15 slots?
-    add         rax, pp_used
-    shl         rax, 4
-    mov         rcx, [pp_t + wtab.mask]
-    inc         rcx
-    imul        rcx, rcx, 15
-    cmp         rax, rcx
-    jbe         .room
-    mov         rdi, pp_t
-    call        asmbpe_tab_grow
-    test        eax, eax
-    jnz         .ret
-    jmp         .summed
-.room:
-    mov         rdi, pp_t
-    mov         rsi, pp_bytes
-    call        asmbpe_arena_reserve
-    test        eax, eax
-    jnz         .ret
-    lea         rdi, [pp_used * 8 + 8]
-    mov         [pp_ctx + cctx.listbytes], rdi
-    call        asmbpe_map
-    test        rax, rax
-    jz          .enomem
-    mov         [pp_ctx + cctx.list], rax
-    xor         pp_i, pp_i                      ; each thread's part, and its
-.parts:                                         ; counts into t's total
-    cmp         pp_i, [pp_ctx + cctx.nthreads]
-    jae         .done
-    mov         [pp_ctx + cctx.lstart + pp_i * 8], rax
-    mov         rcx, [pp_ctx + cctx.tables + pp_i * 8]
-    test        rcx, rcx
-    jz          .part_next
-    mov         rdx, [rcx + wtab.used]
-    lea         rax, [rax + rdx * 8]
-    mov         rdx, [rcx + wtab.total]
-    add         [pp_t + wtab.total], rdx
-.part_next:
-    inc         pp_i
-    jmp         .parts
-.done:
-    xor         eax, eax
-    jmp         .ret
-.enomem:
-    mov         eax, ASMBPE_ENOMEM
-.ret:
-    RESTORE
-%undef  pp_ctx
-%undef  pp_t
-%undef  pp_i
-%undef  pp_used
-%undef  pp_bytes
-
-; par_finish: rdi = ctx.  After merge_worker: copies the new keys' bytes
-; into t's arena (room made by par_prepare), counts them in t.used, keeps the
-; emptied thread tables in t, unmaps the list and grows t back to at most 3/4
-; full.  eax = 0, or ASMBPE_ENOMEM (t could not grow: it is whole, fuller).
-%define pf_ctx   rbx
-%define pf_t     r12
-%define pf_i     r13
-%define pf_p     r14         ; the list entry
-%define pf_end   r15         ; the end of this thread's list
-par_finish:
-    SAVE        rbx, r12, r13, r14, r15
-    mov         pf_ctx, rdi
-    mov         pf_t, [pf_ctx + cctx.t]
-    xor         pf_i, pf_i
-.thread:
-    cmp         pf_i, [pf_ctx + cctx.nthreads]
-    jae         .copied
-    mov         rax, [pf_ctx + cctx.tables + pf_i * 8]
-    mov         [pf_t + wtab.thread_tabs + pf_i * 8], rax
-    mov         pf_p, [pf_ctx + cctx.lstart + pf_i * 8]
-    mov         pf_end, [pf_ctx + cctx.lcur + pf_i * 8]
-.key:
-    cmp         pf_p, pf_end
-    jae         .thread_next
-    mov         r8, [pf_p]                      ; the slot
-    mov         ecx, [r8 + slot.len]
-    mov         rsi, [r8 + slot.key]            ; the bytes in the text
-    mov         rdi, [pf_t + wtab.arena_use]
-    mov         [r8 + slot.key], rdi            ; -> their arena offset
-    add         [pf_t + wtab.arena_use], rcx
-    add         rdi, [pf_t + wtab.base]
-    rep movsb
-    mov         dword [r8 + slot.state], 0
-    inc         qword [pf_t + wtab.used]
-    add         pf_p, 8
-    jmp         .key
-.thread_next:
-    inc         pf_i
-    jmp         .thread
-.copied:
-    mov         rdi, [pf_ctx + cctx.list]
-    mov         rsi, [pf_ctx + cctx.listbytes]
-    call        asmbpe_unmap
-.grow:
-    mov         rax, [pf_t + wtab.used]         ; 4 used <= 3 slots
-    shl         rax, 2
-    mov         rcx, [pf_t + wtab.mask]
-    lea         rcx, [rcx * 2 + rcx + 3]
-    cmp         rax, rcx
-    jbe         .ret_ok
-    mov         rdi, pf_t
-    call        asmbpe_tab_grow
-    test        eax, eax
-    jz          .grow
-    jmp         .ret
-.ret_ok:
-    xor         eax, eax
-.ret:
-    RESTORE
-%undef  pf_ctx
-%undef  pf_t
-%undef  pf_i
-%undef  pf_p
-%undef  pf_end
-
-;-----------------------------------------------------------------------------
 ; int64_t asmbpe_count_words(asmbpe_wordtab *t, const uint8_t *text,
 ;                            const uint64_t *doc_ends, uint64_t n_docs,
 ;                            uint64_t threads, uint64_t max_word_bytes,
@@ -686,11 +355,6 @@ par_finish:
 ;-----------------------------------------------------------------------------
 %define cn_t        rbx         ; t
 %define cn_nth      r12         ; threads
-%define cn_i        r13         ; (merge) the thread table being merged
-%define cn_i_d      r13d        ; (32-bit view)
-%define cn_tab      r14         ; its table
-%define cn_slot     r15         ; its slot being merged
-%define cn_send     rbp         ; end of its slots
 FUNC asmbpe_count_words, 7, 15, 0, t, text, ends, ndocs, threads, maxw, pretok
     STACK_ALLOC cctx_size                       ; 6 pushes + cctx_size: aligned
     mov         cn_t, tq
@@ -736,90 +400,8 @@ FUNC asmbpe_count_words, 7, 15, 0, t, text, ends, ndocs, threads, maxw, pretok
     test        eax, eax
     jnz         .ret_status
 
-    cmp         cn_nth, 1                       ; threads: they merge their own
-    je          .serial                         ; tables at once
-    mov         rdi, rsp
-    call        par_prepare
-    test        eax, eax
-    jnz         .serial                         ; no room: one thread merges
-    lea         rdi, [merge_worker]
-    mov         rsi, rsp
-    mov         rdx, cn_nth
-    call        asmbpe_parallel
-    test        eax, eax
-    jnz         .par_not_run
-    mov         rdi, rsp
-    call        par_finish
-    test        eax, eax
-    jz          .merged
-    movsxd      rax, eax
-    mov         [rsp + cctx.status], rax
-    jmp         .merged
-.par_not_run:                                   ; no thread ran: one merges
-    mov         rdi, [rsp + cctx.list]
-    mov         rsi, [rsp + cctx.listbytes]
-    call        asmbpe_unmap
-    xor         cn_i_d, cn_i_d                  ; (par_prepare added the counts
-.untotal:                                       ; to t's total: the serial merge
-    cmp         cn_i, cn_nth                    ; adds them again)
-    jae         .serial
-    mov         rax, [rsp + cctx.tables + cn_i * 8]
-    test        rax, rax
-    jz          .untotal_next
-    mov         rax, [rax + wtab.total]
-    sub         [cn_t + wtab.total], rax
-.untotal_next:
-    inc         cn_i
-    jmp         .untotal
-.serial:
-    xor         cn_i_d, cn_i_d                  ; merge thread tables into t
-.merge_table:
-    cmp         cn_i, cn_nth
-    jae         .merged
-    mov         cn_tab, [rsp + cctx.tables + cn_i * 8]
-    test        cn_tab, cn_tab
-    jz          .next_table
-    mov         cn_slot, [cn_tab + wtab.slots]
-    mov         cn_send, [cn_tab + wtab.mask]
-    inc         cn_send
-    shl         cn_send, 5
-    add         cn_send, cn_slot                ; end of slots
-.merge_slot:
-    cmp         cn_slot, cn_send
-    jae         .free_table
-    lea         rax, [cn_slot + MERGE_AHEAD * slot_size]
-    cmp         rax, cn_send
-    jae         .no_prefetch
-    mov         rax, [rax + slot.hash]             ; prefetch the slot of t that
-    and         rax, [cn_t + wtab.mask]            ; the slot MERGE_AHEAD further
-    shl         rax, 5                          ; on will probe first
-    add         rax, [cn_t + wtab.slots]
-    prefetcht0  [rax]
-.no_prefetch:
-    mov         r8, [cn_slot + slot.count]
-    test        r8, r8
-    jz          .merge_next
-    mov         qword [cn_slot + slot.count], 0    ; (emptied for the next call)
-    mov         rdi, cn_t
-    mov         rsi, [cn_slot + slot.key]
-    mov         rdx, [cn_slot + slot.len]
-    mov         rcx, [cn_slot + slot.hash]
-    call        asmbpe_tab_insert
-    test        eax, eax
-    jz          .merge_next
-    movsxd      rax, eax
-    mov         [rsp + cctx.status], rax
-.merge_next:
-    add         cn_slot, slot_size
-    jmp         .merge_slot
-.free_table:                                    ; keep it, empty, in t
-    mov         qword [cn_tab + wtab.used], 0
-    mov         qword [cn_tab + wtab.total], 0
-    mov         qword [cn_tab + wtab.keybytes], 0
-    mov         [cn_t + wtab.thread_tabs + cn_i * 8], cn_tab
-.next_table:
-    inc         cn_i
-    jmp         .merge_table
+    mov         rdi, rsp                        ; the threads' tables into t
+    call        count_merge
 .merged:
     mov         rax, [rsp + cctx.status]
     test        rax, rax
@@ -834,9 +416,4 @@ FUNC asmbpe_count_words, 7, 15, 0, t, text, ends, ndocs, threads, maxw, pretok
 ENDFUNC
 %undef  cn_t
 %undef  cn_nth
-%undef  cn_i
-%undef  cn_i_d
-%undef  cn_tab
-%undef  cn_slot
-%undef  cn_send
 

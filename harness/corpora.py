@@ -700,8 +700,6 @@ def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, r
     thread of its own with its own ParquetFile, and handed on in order (so at most
     `readers` row groups of Arrow memory wait). A row group that fails raises, after
     the batches before the failing one, the InputError the serial reader raises."""
-    from concurrent.futures import ThreadPoolExecutor
-
     local = threading.local()
     firsts = [0]
     for g in range(metadata.num_row_groups):
@@ -721,16 +719,24 @@ def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, r
             return out, _unreadable(p, row, e)
         return out, None
 
-    n = metadata.num_row_groups
+    yield from _in_order(read, metadata.num_row_groups, readers)
+
+
+def _in_order(read, n: int, readers: int):
+    """The items of read(0) .. read(n - 1), each read(g) -> (its items, an error or
+    None) run on one of `readers` threads, at most `readers` of them at once, handed on
+    in order; an error raised after the items before it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(readers, thread_name_prefix="asmbpe-parquet") as pool:
         pending = [pool.submit(read, g) for g in range(min(readers, n))]
         try:
             for g in range(n):
-                batches, error = pending.pop(0).result()
+                items, error = pending.pop(0).result()
                 if g + readers < n:
                     pending.append(pool.submit(read, g + readers))
-                yield from batches
-                del batches
+                yield from items
+                del items
                 if error is not None:
                     raise error
         finally:
@@ -848,8 +854,6 @@ def _native_parallel(fd: int, chunks: list, fallback, readers: int):
     """The row groups' blocks, `readers` row groups read at once on threads (zstd
     decompresses without the GIL), handed on in order; at most `readers` row groups
     wait. An error comes out after the blocks before it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     firsts = [0]
     for c in chunks:
         firsts.append(firsts[-1] + c.rows)
@@ -863,21 +867,7 @@ def _native_parallel(fd: int, chunks: list, fallback, readers: int):
             return out, e
         return out, None
 
-    n = len(chunks)
-    with ThreadPoolExecutor(readers, thread_name_prefix="asmbpe-parquet") as pool:
-        pending = [pool.submit(read, g) for g in range(min(readers, n))]
-        try:
-            for g in range(n):
-                blocks, error = pending.pop(0).result()
-                if g + readers < n:
-                    pending.append(pool.submit(read, g + readers))
-                yield from blocks
-                del blocks
-                if error is not None:
-                    raise error
-        finally:
-            for f in pending:
-                f.cancel()
+    yield from _in_order(read, len(chunks), readers)
 
 
 def _iter_batch_items(path, options: ReadOptions):

@@ -32,6 +32,7 @@ schema is damaged is read here, where pyarrow refuses it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from dataclasses import dataclass
@@ -56,8 +57,6 @@ _MAGIC = b"PAR1"
 class Unsupported(Exception):
     """A layout this reader leaves to pyarrow."""
 
-
-_Unsupported = Unsupported          # (the name the tests knew)
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,19 @@ def _leaves(meta: dict) -> list[tuple[tuple, dict]]:
 def text_chunks(path, column: str) -> list[Chunk]:
     """The chunk of `column` (a top-level column of plain strings) in every row group of
     the Parquet file at `path`. Unsupported for anything this module does not read
-    (and for a file that is not Parquet, or is damaged: pyarrow then names it)."""
+    (and for a file that is not Parquet, or is damaged: pyarrow then names it). The
+    footer is read once per file version (path, size, mtime), not once per row group
+    of the readers that ask row group by row group."""
+    st = os.stat(path)
+    return list(_text_chunks(os.fspath(path), column, st.st_size, st.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _text_chunks(path: str, column: str, size: int, mtime_ns: int) -> tuple:
+    return tuple(_read_text_chunks(path, column))
+
+
+def _read_text_chunks(path, column: str) -> list[Chunk]:
     meta = _footer(path)
     leaves = _leaves(meta)
     want = (column.encode("utf-8"),)
@@ -431,6 +442,20 @@ class _Values:
     def take_bytes(self, n: int) -> bytes:
         return b"".join(self._take(n))
 
+    def _value_size(self) -> int:
+        """The next value's 4-byte length (read from the current piece when it holds
+        it); Unsupported for one longer than what is left of the page."""
+        piece, at = self.piece, self.at
+        if len(piece) - at >= 4:
+            (size,) = struct.unpack("<I", piece[at:at + 4])
+            self.at = at + 4
+            self.taken += 4
+        else:
+            (size,) = struct.unpack("<I", self.take_bytes(4))
+        if size > self.page_bytes - self.taken:
+            raise Unsupported("a value longer than its page")
+        return size
+
     def take_values(self, rows: int, limit: int):
         """The next values, up to `rows` of them or the first to reach `limit` bytes:
         (their bytes as views, their offsets from 0 as int64 (one more than values),
@@ -440,17 +465,9 @@ class _Values:
         rows = min(rows, self.left)
         parts, ends, total = [], np.empty(rows + 1, dtype=np.int64), 0
         ends[0] = 0
-        unpack, take = struct.unpack, self._take
+        take = self._take
         for k in range(rows):
-            piece, at = self.piece, self.at
-            if len(piece) - at >= 4:            # the length within this piece
-                (size,) = unpack("<I", piece[at:at + 4])
-                self.at = at + 4
-                self.taken += 4
-            else:
-                (size,) = unpack("<I", b"".join(take(4)))
-            if size > self.page_bytes - self.taken:
-                raise Unsupported("a value longer than its page")
+            size = self._value_size()
             parts += take(size)
             total += size
             ends[k + 1] = total
@@ -465,18 +482,10 @@ class _Values:
         """Copy the next values into `sink` (a buffers.PackedBuilder), each straight
         from the decompressed pieces, until the page's values end or the sink is
         full; how many. A value that fails half-way is not taken by the sink."""
-        unpack, take = struct.unpack, self._take
+        take = self._take
         k = 0
         while self.left:
-            piece, at = self.piece, self.at
-            if len(piece) - at >= 4:            # the length within this piece
-                (size,) = unpack("<I", piece[at:at + 4])
-                self.at = at + 4
-                self.taken += 4
-            else:
-                (size,) = unpack("<I", b"".join(take(4)))
-            if size > self.page_bytes - self.taken:
-                raise Unsupported("a value longer than its page")
+            size = self._value_size()
             dst, o = sink.room(size), 0
             for part in take(size):
                 n = len(part)

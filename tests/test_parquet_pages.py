@@ -11,7 +11,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from harness import parquet_pages  # noqa: E402
-from harness.parquet_pages import _plain_strings, _Unsupported, row_group_arrays  # noqa: E402
+from harness.parquet_pages import Unsupported, _plain_strings, row_group_arrays  # noqa: E402
 
 
 def _docs(seed: int, n: int, big: int = 0) -> list[bytes]:
@@ -103,7 +103,7 @@ def test_nulls_fall_back_where_they_start(tmp_path):
                    compression="zstd", use_dictionary=False, data_page_size=4000)
     pf = pq.ParquetFile(p)
     assert pf.metadata.num_row_groups == 1
-    with pytest.raises(_Unsupported, match="nulls"):
+    with pytest.raises(Unsupported, match="nulls"):
         for _ in _plain_strings(p, pf, 0, "text", 64):
             pass
     arrays = list(row_group_arrays(p, pf, 0, "text", 64))
@@ -135,7 +135,7 @@ def test_other_columns_are_left_to_pyarrow(tmp_path):
                              "text": pa.array([["a", "b"]] * 10)}), p)
     pf = pq.ParquetFile(p)
     for column in ("n", "text"):
-        with pytest.raises(_Unsupported):
+        with pytest.raises(Unsupported):
             next(_plain_strings(p, pf, 0, column, 256))
         got = pa.concat_arrays(list(row_group_arrays(p, pf, 0, column, 4)))
         assert got.equals(pq.read_table(p).column(column).combine_chunks())
@@ -156,7 +156,7 @@ def test_damaged_page_is_pyarrows_error(tmp_path):
     pf = pq.ParquetFile(p)
     with pytest.raises(Exception) as err:
         list(row_group_arrays(p, pf, 0, "text", 256))
-    assert not isinstance(err.value, _Unsupported)
+    assert not isinstance(err.value, Unsupported)
 
 
 def test_damaged_value_length_reads_no_further(tmp_path):
@@ -173,7 +173,7 @@ def test_damaged_value_length_reads_no_further(tmp_path):
     raw[third - 4:third] = struct.pack("<I", 0xFFFFFFF0)
     p.write_bytes(bytes(raw))
     pf = pq.ParquetFile(p)
-    with pytest.raises(_Unsupported, match="longer than its page"):
+    with pytest.raises(Unsupported, match="longer than its page"):
         list(_plain_strings(p, pf, 0, "text", 256))
     with pytest.raises(Exception, match="PLAIN"):
         list(row_group_arrays(p, pf, 0, "text", 256))
@@ -268,7 +268,7 @@ def test_native_reader_gives_pyarrows_rows_or_leaves_them_to_it(tmp_path, layout
     p = tmp_path / "t.parquet"
     pq.write_table(table, p, row_group_size=200, **{"use_dictionary": False, **options})
     if not streamed:
-        with pytest.raises(_Unsupported):
+        with pytest.raises(Unsupported):
             _native_docs(p)
         return
     for target in (1, 5000, None):
@@ -288,12 +288,12 @@ def test_footers_read_here_only_where_simple(tmp_path):
                              "s": [{"text": "x"}] * 4, "ok": ["a", "b", "c", "d"]}), p,
                    use_dictionary=False, compression="zstd")
     for column in ("missing", "n", "text", "s"):
-        with pytest.raises(_Unsupported):
+        with pytest.raises(Unsupported):
             parquet_pages.text_chunks(p, column)
     assert [c.rows for c in parquet_pages.text_chunks(p, "ok")] == [4]
     q = tmp_path / "not.parquet"
     q.write_bytes(b"PAR1" + bytes(100))
-    with pytest.raises(_Unsupported):
+    with pytest.raises(Unsupported):
         parquet_pages.text_chunks(q, "text")
     assert parquet_pages.column_sizes(q) is None
 
