@@ -123,14 +123,16 @@ def test_check_bench_save_and_baseline(tmp_path):
     ratios = re.findall(r"asmbpe_memeq n=\d+ .*\s(\d+\.\d\d)x \([+-]\d+%\)", r.output)
     assert len(ratios) == 3 and all(0.2 < float(q) < 5 for q in ratios), r.output
 
-    # a function the baseline does not have is marked new; a doctored baseline shows
-    data["results"]["asmbpe_memeq n=64"]["cycles_per_call"] *= 2
+    # a function the baseline does not have is marked new; a doctored baseline shows.
+    # The factor is large because a loaded CI machine can run this bench twice as slow
+    # as the saved one (a x2 doctoring once read 0.92x there).
+    data["results"]["asmbpe_memeq n=64"]["cycles_per_call"] *= 100
     base.write_text(json.dumps(data))
     r = invoke("check", "--function", "asmbpe_m*", "--bench-only", "--baseline", base)
     assert r.exit_code == 0, r.output
     assert re.search(r"asmbpe_mapped_peak .* new", r.output)
     q = float(re.search(r"asmbpe_memeq n=64 .*\s(\d+\.\d\d)x", r.output).group(1))
-    assert q < 0.9
+    assert q < 0.25
 
 
 def test_bad_baseline_is_one_line_error(tmp_path):
