@@ -131,6 +131,11 @@ enum {
                                before widening to u32 (0: up to 65,279, as many
                                as u16 ids allow); out: merges learned so */
     ASMBPE_TS_HANDOFF,      /* (internal: 0 on return) */
+    ASMBPE_TS_PT_SLOTS,     /* in: 0, or the pair table's first size in slots (a
+                               power of two >= 1024: tests make it grow); out:
+                               its size at the end */
+    ASMBPE_TS_PT_REHASHES,  /* pair-table rehashes (in place, the same size or
+                               doubled) */
     ASMBPE_TS_COUNT
 };
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,

@@ -130,8 +130,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rax, statsm
     mov         [rdi + tctx.stats], rax
     mov         r8, rax
-    mov         rax, [r8 + ST_PER_MERGE * 8]    ; (an input)
+    mov         rax, [r8 + ST_PER_MERGE * 8]    ; (inputs)
     mov         [rdi + tctx.pm], rax
+    mov         rax, [r8 + ST_PT_SLOTS * 8]
+    mov         [rdi + tctx.ptfirst], rax
     xor         eax, eax
     mov         ecx, ST_COUNT
 .zero_stats:
@@ -329,6 +331,11 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         eax, 1 << 16
     cmp         rsi, rax
     cmovb       rsi, rax
+    mov         rax, [rdi + tctx.ptfirst]       ; (a test's first size)
+    test        rax, rax
+    cmovnz      rsi, rax
+    mov         rax, [rdi + tctx.stats]
+    mov         [rax + ST_PT_SLOTS * 8], rsi
     call        pt_alloc
     test        eax, eax
     jnz         .enomem

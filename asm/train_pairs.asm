@@ -135,96 +135,151 @@ PROC pt_free
     RESTORE
 ENDPROC
 
-; pt_grow: rdi = ctx.  Rehashes the pairs whose count is not 0 into a new
-; table, twice the size unless at most a quarter of the slots held such
-; pairs.  Keeps rdi.
-%define GROW_AHEAD  16      ; old slots between a new-slot prefetch and its use
+; pt_grow: rdi = ctx.  Rehashes the pairs whose count is not 0 in place
+; (T59): the table keeps its size when at most half of its slots hold such
+; pairs, else it doubles (asmbpe_remap: the pages move, nothing is copied,
+; and only the new half is added to the memory in use).  Keeps rdi.
+;
+; In place, as absl's DropDeletesWithoutResize: every live pair is first
+; marked unplaced (PT_UNPLACED in its key), the dead ones freed.  Then for
+; each unplaced slot i in turn, its pair probes from its home for the first
+; slot that is free, unplaced, or i itself: i itself, it stays; free, it
+; moves there and i is freed; unplaced, the two swap and the pair that came
+; to i probes next.  A placed pair never probed past an unplaced slot (it
+; would have stopped there), so freeing one breaks no chain.
+%define PT_UNPLACED (1 << 63)   ; keys are left | right << 32, ids < 2^31
+%define GROW_AHEAD  16          ; slots between a home's prefetch and its use
 %define pg_ctx  rbx   ; the context
-%define pg_old  r12   ; old slots
-%define pg_nold r13   ; old slot count
-%define pg_cur  r14   ; old slot being read
-%define pg_end  r15   ; end of the old slots
+%define pg_t    r12   ; the slots
+%define pg_mask r13   ; the (new) mask
+%define pg_i    r14   ; the slot being placed
+%define pg_n    r15   ; old slot count
 static pt_grow:function
 pt_grow:
     SAVE        rbx, r12, r13, r14, r15, rdi
     mov         pg_ctx, rdi
-    mov         pg_old, [pg_ctx + tctx.pt]      ; old slots
-    mov         pg_nold, [pg_ctx + tctx.ptmask]
-    inc         pg_nold                         ; old nslots
+    mov         pg_t, [pg_ctx + tctx.pt]
+    mov         pg_n, [pg_ctx + tctx.ptmask]
+    inc         pg_n
+    mov         rdx, PT_UNPLACED
     xor         ecx, ecx                        ; live pairs (count > 0): the
-    mov         pg_end, pg_nold                 ; others are dropped (absent
-    shl         pg_end, 4                       ; reads as 0; they come back
-    add         pg_end, pg_old                  ; as new pairs if ever needed)
-    mov         pg_cur, pg_old
-.live:
-    cmp         pg_cur, pg_end
-    jae         .counted
-    cmp         qword [pg_cur + pslot.key], EMPTY_KEY
-    je          .live_next
-    cmp         qword [pg_cur + pslot.val], 0
-    je          .live_next
+    xor         eax, eax                        ; others are dropped (absent
+.mark:                                          ; reads as 0; they come back
+    mov         rsi, [pg_t + rax + pslot.key]   ; as new pairs if ever needed)
+    cmp         rsi, EMPTY_KEY
+    je          .mark_next
+    cmp         qword [pg_t + rax + pslot.val], 0
+    je          .dead
+    or          rsi, rdx
+    mov         [pg_t + rax + pslot.key], rsi
     inc         rcx
-.live_next:
-    add         pg_cur, pslot_size
-    jmp         .live
-.counted:
-    mov         rsi, pg_nold                    ; the same size when at most a
-    shl         rcx, 2                          ; quarter is live, else twice
-                                                ; (T54: grown at 3/4 used)
-    cmp         rcx, pg_nold
-    jb          .sized
-    add         rsi, rsi
+    jmp         .mark_next
+.dead:
+    mov         qword [pg_t + rax + pslot.key], EMPTY_KEY
+.mark_next:
+    add         rax, pslot_size
+    mov         rsi, pg_n
+    shl         rsi, 4
+    cmp         rax, rsi
+    jb          .mark
+    mov         [pg_ctx + tctx.ptused], rcx
+    lea         pg_mask, [pg_n - 1]
+    add         rcx, rcx                        ; more than half live: twice
+    cmp         rcx, pg_n                       ; the slots
+    jbe         .sized
+    mov         rdi, pg_t
+    mov         rsi, pg_n
+    shl         rsi, 4
+    lea         rdx, [rsi + rsi]
+    call        asmbpe_remap
+    test        rax, rax
+    jz          .fail
+    mov         pg_t, rax
+    mov         [pg_ctx + tctx.pt], rax
+    mov         rdi, pg_n
+    shl         rdi, 4
+    add         rdi, rax                        ; the new half: free
+    mov         rsi, pg_n
+    call        pt_fill_empty
+    lea         pg_mask, [pg_n * 2 - 1]
+    mov         [pg_ctx + tctx.ptmask], pg_mask
 .sized:
-    call        pt_alloc
-    test        eax, eax
-    jnz         .fail
-    mov         pg_cur, pg_old
-    mov         pg_end, pg_nold
-    shl         pg_end, 4
-    add         pg_end, pg_old                  ; end of old slots
+    mov         rax, [pg_ctx + tctx.stats]
+    inc         qword [rax + ST_PT_REHASHES * 8]
+    lea         rcx, [pg_mask + 1]
+    mov         [rax + ST_PT_SLOTS * 8], rcx
+    xor         pg_i, pg_i
 .each:
-    cmp         pg_cur, pg_end
-    jae         .done
-    lea         rax, [pg_cur + GROW_AHEAD * pslot_size] ; prefetch the new slot of the
-    cmp         rax, pg_end                     ; pair GROW_AHEAD slots on
+    cmp         pg_i, pg_n
+    jae         .ret
+    lea         rax, [pg_i + GROW_AHEAD]        ; prefetch the home of the
+    cmp         rax, pg_n                       ; pair GROW_AHEAD slots on
     jae         .prefetched
-    mov         rax, [rax + pslot.key]
-    PAIR_HASH   rax, eax, rdx
-    and         rax, [pg_ctx + tctx.ptmask]
     shl         rax, 4
-    add         rax, [pg_ctx + tctx.pt]
-    prefetcht0  [rax]
+    mov         rax, [pg_t + rax + pslot.key]
+    btr         rax, 63
+    PAIR_HASH   rax, eax, rdx
+    and         rax, pg_mask
+    shl         rax, 4
+    prefetcht0  [pg_t + rax]
 .prefetched:
-    mov         rsi, [pg_cur + pslot.key]
+    mov         rax, pg_i
+    shl         rax, 4
+    mov         rsi, [pg_t + rax + pslot.key]   ; rsi, r8: the pair carried
     cmp         rsi, EMPTY_KEY
     je          .next
-    cmp         qword [pg_cur + pslot.val], 0
-    je          .next
-    mov         rdi, pg_ctx
-    call        pt_lookup
-    mov         [rax + pslot.key], rsi
-    mov         rcx, [pg_cur + pslot.val]
-    mov         [rax + pslot.val], rcx
-    inc         qword [pg_ctx + tctx.ptused]
+    btr         rsi, 63
+    jnc         .next                           ; (placed already)
+    mov         r8, [pg_t + rax + pslot.val]
+.place:
+    mov         rax, rsi
+    PAIR_HASH   rax, eax, rdx
+.probe:
+    and         rax, pg_mask
+    cmp         rax, pg_i
+    je          .stays
+    mov         rdx, rax
+    shl         rdx, 4
+    mov         rcx, [pg_t + rdx + pslot.key]
+    cmp         rcx, EMPTY_KEY
+    je          .moves
+    bt          rcx, 63
+    jc          .swaps
+    inc         rax
+    jmp         .probe
+.stays:                                         ; slot i is the first free
+    mov         rdx, pg_i                       ; one of its probe
+    shl         rdx, 4
+    mov         [pg_t + rdx + pslot.key], rsi
+    mov         [pg_t + rdx + pslot.val], r8
+    jmp         .next
+.moves:
+    mov         [pg_t + rdx + pslot.key], rsi
+    mov         [pg_t + rdx + pslot.val], r8
+    mov         rax, pg_i
+    shl         rax, 4
+    mov         qword [pg_t + rax + pslot.key], EMPTY_KEY
+    jmp         .next
+.swaps:                                         ; place it, carry the other
+    btr         rcx, 63
+    mov         r9, [pg_t + rdx + pslot.val]
+    mov         [pg_t + rdx + pslot.key], rsi
+    mov         [pg_t + rdx + pslot.val], r8
+    mov         rsi, rcx
+    mov         r8, r9
+    jmp         .place
 .next:
-    add         pg_cur, pslot_size
+    inc         pg_i
     jmp         .each
-.done:
-    mov         rdi, pg_old
-    mov         rsi, pg_nold
-    shl         rsi, 4
-    call        asmbpe_unmap
-    jmp         .ret
-.fail:                                          ; keep the old table
-    mov         [pg_ctx + tctx.pt], pg_old
-    lea         rcx, [pg_nold - 1]
-    mov         [pg_ctx + tctx.ptmask], rcx
+.fail:                                          ; the old table, still marked:
     mov         qword [pg_ctx + tctx.status], ASMBPE_ENOMEM
+    lea         pg_mask, [pg_n - 1]             ; placed at its size (the run
+    jmp         .sized                          ; stops at the status)
 .ret:
     RESTORE
 
 %undef  pg_ctx
-%undef  pg_old
-%undef  pg_nold
-%undef  pg_cur
-%undef  pg_end
+%undef  pg_t
+%undef  pg_mask
+%undef  pg_i
+%undef  pg_n

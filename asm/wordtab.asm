@@ -276,9 +276,29 @@ ENDFUNC
 
 ;-----------------------------------------------------------------------------
 ; int asmbpe_tab_grow(void *tab)   (rdi; hidden)
-; Doubles the slots, rehashing by the stored hashes.  eax = 0 or
-; ASMBPE_ENOMEM (then the table is as it was).
+; Doubles the slots in place, rehashing by the stored hashes (T60): the
+; mapping grows by asmbpe_remap (its pages move, nothing is copied; the new
+; half is zero, i.e. empty), so only the new half is added to the memory in
+; use.  eax = 0 or ASMBPE_ENOMEM (then the table is as it was).  Nobody else
+; may use the table meanwhile (a parallel merge grows it before and after).
+;
+; The rehash is pt_grow's (train_pairs.asm): every word is marked unplaced
+; (SLOT_UNPLACED in slot.state, 0 otherwise here), then for each unplaced
+; slot i in turn its word probes from its new home for the first slot that
+; is empty, unplaced, or i itself: i, it stays; empty, it moves there and i
+; is emptied; unplaced, the two swap and the word that came to i probes
+; next.  A placed word never probed past an unplaced slot, so emptying one
+; breaks no chain.
 ;-----------------------------------------------------------------------------
+%define SLOT_UNPLACED   (1 << 31)
+section .rodata
+align 32
+unplaced_clear:                                 ; a slot AND this: its mark gone
+    dd          -1, -1, -1, -1, -1, ~SLOT_UNPLACED, -1, -1
+%if slot.state != 20 || slot_size != 32
+    %error "unplaced_clear assumes slot.state at byte 20 of 32"
+%endif
+section .text
 HIDDEN
 FUNC asmbpe_tab_grow, 1, 12, 0, tab
     mov         rdi, tabq
@@ -286,60 +306,95 @@ FUNC asmbpe_tab_grow, 1, 12, 0, tab
     RET
 ENDFUNC
 
+%define tg_tab  rbx   ; the table
+%define tg_s    r12   ; its slots
+%define tg_n    r13   ; old slot count
+%define tg_i    r14   ; the slot being placed
+%define tg_mask r15   ; the new mask
 tab_grow:
-    SAVE        rbx, r12, r13
-    mov         rbx, rdi
-    mov         rdi, [rbx + wtab.mask]
-    inc         rdi
-    shl         rdi, 6                          ; 2 x slots x 32 bytes
-    call        asmbpe_map
+    SAVE        rbx, r12, r13, r14, r15
+    mov         tg_tab, rdi
+    mov         tg_n, [tg_tab + wtab.mask]
+    inc         tg_n
+    mov         rdi, [tg_tab + wtab.slots]
+    mov         rsi, tg_n
+    shl         rsi, 5
+    lea         rdx, [rsi + rsi]
+    call        asmbpe_remap
     test        rax, rax
     jz          .enomem
-    mov         r12, rax                        ; new slots
-    mov         r13, [rbx + wtab.mask]
-    lea         r13, [r13 * 2 + 1]              ; new mask
-    mov         rsi, [rbx + wtab.slots]
-    mov         r8, [rbx + wtab.mask]
-    inc         r8
-    shl         r8, 5
-    add         r8, rsi                         ; end of old slots
+    mov         tg_s, rax
+    mov         [tg_tab + wtab.slots], rax
+    lea         tg_mask, [tg_n * 2 - 1]
+    mov         [tg_tab + wtab.mask], tg_mask
+    xor         eax, eax
+.mark:                                          ; every word: unplaced
+    cmp         qword [tg_s + rax + slot.count], 0
+    je          .mark_next
+    or          dword [tg_s + rax + slot.state], SLOT_UNPLACED
+.mark_next:
+    add         rax, slot_size
+    mov         rcx, tg_n
+    shl         rcx, 5
+    cmp         rax, rcx
+    jb          .mark
+    xor         tg_i, tg_i
 .each:
-    cmp         rsi, r8
-    jae         .swap
-    cmp         qword [rsi + slot.count], 0
-    je          .skip
-    mov         rdx, [rsi + slot.hash]
-.find:
-    and         rdx, r13
+    cmp         tg_i, tg_n
+    jae         .done
+    mov         rax, tg_i
+    shl         rax, 5
+    test        dword [tg_s + rax + slot.state], SLOT_UNPLACED
+    jz          .next                           ; empty, or placed already
+    and         dword [tg_s + rax + slot.state], ~SLOT_UNPLACED
+    vmovdqu     ymm0, [tg_s + rax]              ; the word carried
+.place:
+    vmovq       rdx, xmm0                       ; slot.hash
+.probe:
+    and         rdx, tg_mask
+    cmp         rdx, tg_i
+    je          .stays
     mov         rax, rdx
     shl         rax, 5
-    add         rax, r12
-    cmp         qword [rax + slot.count], 0
-    je          .put
+    cmp         qword [tg_s + rax + slot.count], 0
+    je          .moves
+    test        dword [tg_s + rax + slot.state], SLOT_UNPLACED
+    jnz         .swaps
     inc         rdx
-    jmp         .find
-.put:
-    vmovdqu     xmm0, [rsi]
-    vmovdqu     [rax], xmm0
-    vmovdqu     xmm0, [rsi + 16]
-    vmovdqu     [rax + 16], xmm0
-.skip:
-    add         rsi, slot_size
+    jmp         .probe
+.stays:                                         ; slot i is the first free one
+    mov         rax, tg_i                       ; of its probe
+    shl         rax, 5
+    vmovdqu     [tg_s + rax], ymm0
+    jmp         .next
+.moves:
+    vmovdqu     [tg_s + rax], ymm0
+    mov         rax, tg_i
+    shl         rax, 5
+    vpxor       xmm1, xmm1, xmm1
+    vmovdqu     [tg_s + rax], ymm1
+    jmp         .next
+.swaps:                                         ; place it, carry the other
+    vmovdqu     ymm1, [tg_s + rax]              ; (its mark cleared)
+    vmovdqu     [tg_s + rax], ymm0
+    vpand       ymm0, ymm1, [rel unplaced_clear]
+    jmp         .place
+.next:
+    inc         tg_i
     jmp         .each
-.swap:
-    mov         rdi, [rbx + wtab.slots]
-    mov         rsi, [rbx + wtab.mask]
-    inc         rsi
-    shl         rsi, 5
-    mov         [rbx + wtab.slots], r12
-    mov         [rbx + wtab.mask], r13
-    call        asmbpe_unmap
+.done:
+    vzeroupper
     xor         eax, eax
     jmp         .ret
 .enomem:
     mov         eax, ASMBPE_ENOMEM
 .ret:
     RESTORE
+%undef  tg_tab
+%undef  tg_s
+%undef  tg_n
+%undef  tg_i
+%undef  tg_mask
 
 ;-----------------------------------------------------------------------------
 ; asmbpe_wordtab *asmbpe_wordtab_new(void)         NULL when out of memory

@@ -267,6 +267,7 @@ def _pages(fd: int, chunk: Chunk):
     order; the consumer takes all of a page's values before asking for the next (its
     end is then checked)."""
     data = _ChunkFile(fd, chunk)
+    dec = _Decompressor()
     pos = got = 0
     while got < chunk.rows:
         if pos >= len(data):
@@ -280,7 +281,7 @@ def _pages(fd: int, chunk: Chunk):
         if not 0 <= size <= len(data) - pos or page_bytes < 0:
             raise Unsupported("a page size out of its chunk")
         values = _page_values(header, kind, page_bytes, data.at(pos, size)[:size],
-                              chunk.codec, chunk.optional)
+                              chunk.codec, chunk.optional, dec)
         pos += size
         if not 0 <= values.count <= chunk.rows - got:
             raise Unsupported("a value count out of range")
@@ -301,12 +302,28 @@ class _Plain:
         return out
 
 
-def _stream(page: memoryview, codec):
+class _Decompressor:
+    """One chunk's zstd decompressor, made at its first page and used for each page in
+    turn (a chunk's pages are read one after another: one stream at a time): a fresh
+    one per page allocated its context and window again each time (3-6 MB more at the
+    `train` command's peak, log T61)."""
+
+    def __init__(self):
+        self.zstd = None
+
+    def stream(self, page: memoryview):
+        if self.zstd is None:
+            import zstandard
+
+            self.zstd = zstandard.ZstdDecompressor()
+        return self.zstd.stream_reader(page, read_across_frames=True)
+
+
+def _stream(page: memoryview, codec, dec: _Decompressor):
     if codec is None:
         return _Plain(page)
     if codec == "zstd":
-        import zstandard
-        return zstandard.ZstdDecompressor().stream_reader(page, read_across_frames=True)
+        return dec.stream(page)
     import pyarrow as pa
     return pa.CompressedInputStream(pa.py_buffer(page), codec)
 
@@ -361,12 +378,12 @@ def _plain_strings(p, pf, g: int, column: str, batch_rows: int):
 
 
 def _page_values(header: dict, kind: int, page_bytes: int, page: memoryview, codec,
-                 optional: bool) -> "_Values":
+                 optional: bool, dec: _Decompressor) -> "_Values":
     if kind == _DATA_PAGE:
         n, encoding, def_encoding, _ = _required(_struct(header, 5), _I32, 1, 2, 3, 4)
         if encoding != _PLAIN:
             raise Unsupported("not PLAIN")
-        values = _Values(_stream(page, codec), n, page_bytes)
+        values = _Values(_stream(page, codec, dec), n, page_bytes)
         if optional:                    # 4-byte length, then the levels: all 1s?
             if def_encoding != _RLE:
                 raise Unsupported("levels not RLE")
@@ -386,7 +403,7 @@ def _page_values(header: dict, kind: int, page_bytes: int, page: memoryview, cod
             raise Unsupported("nulls")         # (levels are never compressed)
         rest = page[def_bytes:]
         compressed = _typed(dph, 7, _BOOL)
-        return _Values(_stream(rest, codec if compressed is not False else None), n,
+        return _Values(_stream(rest, codec if compressed is not False else None, dec), n,
                        page_bytes - def_bytes)
     raise Unsupported(f"page type {kind}")
 

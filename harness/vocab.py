@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import hashlib
 import json
 import re
 import zlib
@@ -209,6 +208,8 @@ def from_tiktoken(path, pretokenizer=None, special_tokens=None) -> Vocab:
     Any other file needs `pretokenizer`: it is never guessed."""
     data = _read_maybe_gzip(path)
     tokens = _parse_tiktoken(data, path)
+    import hashlib                              # (OpenSSL: 3 MB, only when loading)
+
     known = _KNOWN_BY_SHA.get(hashlib.sha256(data).hexdigest())
     if pretokenizer is None:
         if known is None:
