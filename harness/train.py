@@ -113,6 +113,8 @@ class TrainResult:
                compactions, threads (of the merge loop; 1 when naive),
                narrow_merges (above 65,535 ids: the merges learned on u16 tokens
                before the words were widened to u32; 0 otherwise),
+               pair_table_slots (the pair table's size at the end),
+               pair_table_rehashes (its rehashes in place, at its size or doubled),
                count_threads, naive, verify,
                peak_memory_bytes (max of the library's peak mapped bytes and the
                process's ru_maxrss), library_peak_bytes, max_rss_bytes, tsc_hz,
@@ -533,7 +535,8 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
     ts = {name: int(raw[getattr(L, "ASMBPE_TS_" + name)]) for name in (
         "CYC_LAYOUT", "CYC_PAIRS", "CYC_LOOP", "CYC_SCAN", "CYC_APPLY", "CYC_HEAP",
         "CYC_VERIFY", "CYC_COMPACT", "WORDS", "TOKENS", "PAIRS", "MERGES", "REWRITTEN",
-        "COMPACTIONS", "THREADS", "PEAK_BYTES", "SOLO_MERGE", "NARROW")}
+        "COMPACTIONS", "THREADS", "PEAK_BYTES", "SOLO_MERGE", "NARROW", "PT_SLOTS",
+        "PT_REHASHES")}
     cycles = dict(layout=ts["CYC_LAYOUT"], pairs=ts["CYC_PAIRS"], merge_loop=ts["CYC_LOOP"],
                   verify=ts["CYC_VERIFY"], scan=ts["CYC_SCAN"], apply=ts["CYC_APPLY"],
                   heap=ts["CYC_HEAP"], compact=ts["CYC_COMPACT"])
@@ -555,6 +558,7 @@ def _stats(L, raw: np.ndarray, seconds: dict, train_call: float) -> dict:
         rewrites=ts["REWRITTEN"], compactions=ts["COMPACTIONS"], threads=ts["THREADS"],
         solo_from_merge=None if ts["SOLO_MERGE"] == NONE else ts["SOLO_MERGE"],
         narrow_merges=ts["NARROW"],
+        pair_table_slots=ts["PT_SLOTS"], pair_table_rehashes=ts["PT_REHASHES"],
         library_peak_bytes=ts["PEAK_BYTES"], max_rss_bytes=rss,
         peak_memory_bytes=max(ts["PEAK_BYTES"], rss),
     )
