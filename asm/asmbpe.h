@@ -165,14 +165,19 @@ int64_t asmbpe_train32(const asmbpe_wordtab *t, uint64_t n_merges,
  * tiktoken rank file's are, so the encoder may find a pair's priority from
  * its bytes); ASMBPE_RENC_NOGROW (the per-thread tables keep their first
  * size and go back to the seed when full, where they would grow: for tests
- * of that path).  NULL when out of memory or n_tokens is 0 or over 2^20 - 1.
+ * of that path); ASMBPE_RENC_SPLIT (a chunk of 16..128 bytes met for the
+ * first time is cut where no token's bytes span, its pieces encoded apart:
+ * the caller promises that every token's bytes merge to that token where
+ * ASMBPE_RENC_WHOLE is set, as in cl100k_base and o200k_base).  NULL when
+ * out of memory or n_tokens is 0 or over 2^20 - 1.
  * Each thread index keeps a state with the encoder, made on first use: a
  * chunk table of 32 MB that starts as a copy of the bytes and short tokens
  * and doubles when full up to 128 MB (then back to the copy), an arena of
  * 4 to 64 MB for its chunks of 5+ ids, a 20 MB table of chunks of 16..128
  * bytes, an 8 MB cache, scratch.  Calls on one encoder must not overlap. */
 typedef struct asmbpe_renc asmbpe_renc;
-enum { ASMBPE_RENC_WHOLE = 1, ASMBPE_RENC_RANKS = 2, ASMBPE_RENC_NOGROW = 4 };
+enum { ASMBPE_RENC_WHOLE = 1, ASMBPE_RENC_RANKS = 2, ASMBPE_RENC_NOGROW = 4,
+       ASMBPE_RENC_SPLIT = 8 };
 asmbpe_renc *asmbpe_renc_new(const uint32_t *pairs, uint64_t n_pairs,
                              const uint32_t *byte_ids, const uint8_t *tok_bytes,
                              const uint64_t *tok_offsets, uint64_t n_tokens,

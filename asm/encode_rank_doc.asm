@@ -42,6 +42,7 @@ extern rk_ct_full
 
 section .rodata
 align 16
+global ct_idmask:data hidden
 ct_idmask:      times 4 dd 0x000FFFFF           ; an entry's ids, not their number
 
 section .text

@@ -9,6 +9,7 @@
 extern mask_tab
 extern asmbpe_remap
 extern rk_merge
+extern rk_split
 
 section .text
 
@@ -120,7 +121,7 @@ PROC rk_long
     mov         rsi, rk_p
     mov         rdx, rk_n
     mov         rcx, rk_out
-    call        rk_merge                        ; (keeps rbp, r12-r15)
+    call        rk_split                        ; (keeps rbp, r12-r15)
     add         rsp, 8
     pop         rdi
     test        rax, rax

@@ -7,6 +7,7 @@
 
 extern mask_tab
 extern rk_ct_seed
+extern rk_reach_build
 
 section .text
 
@@ -56,7 +57,7 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     mov         rax, [rsp + 8]
     mov         [nw_enc + renc.ntok], rax
     mov         rax, nw_t2
-    and         eax, RF_WHOLE | RF_RANKS | RF_NOGROW
+    and         eax, RF_WHOLE | RF_RANKS | RF_NOGROW | RF_SPLIT
     test        eax, RF_RANKS                   ; (ranks imply whole tokens)
     jz          .flags
     or          eax, RF_WHOLE
@@ -287,6 +288,12 @@ FUNC asmbpe_renc_new, 7, 15, 1, pairs, npairs, byteids, tokbytes, tokoff, ntok, 
     jmp         .winsert
 .winserted:
 .done:
+    test        qword [nw_enc + renc.flags], RF_SPLIT
+    jz          .built
+    call        rk_reach_build                  ; (r14 = nw_enc)
+    test        eax, eax
+    jnz         .fail
+.built:
     mov         rax, nw_enc
     add         rsp, 32
     RET
@@ -404,6 +411,12 @@ asmbpe_renc_free_impl:
     call        .unmap
     mov         rdi, [rbx + renc.bloom]
     mov         esi, 1 << (BLOOM_BITS - 3)
+    call        .unmap
+    mov         rdi, [rbx + renc.reach4]
+    mov         esi, 1 << R4_BITS
+    call        .unmap
+    mov         rdi, [rbx + renc.tok3]
+    mov         esi, 1 << (T3_BITS - 3)
     call        .unmap
     mov         rdi, [rbx + renc.res]
     mov         rsi, [rbx + renc.rbytes]

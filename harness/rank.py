@@ -35,6 +35,7 @@ __all__ = ["RankEncoder"]
 RENC_WHOLE = 1              # asmbpe.h: ASMBPE_RENC_WHOLE
 RENC_RANKS = 2              # asmbpe.h: ASMBPE_RENC_RANKS (a rank file's pairs)
 RENC_NOGROW = 4             # asmbpe.h: ASMBPE_RENC_NOGROW (tests: tables reset, never grow)
+RENC_SPLIT = 8              # asmbpe.h: ASMBPE_RENC_SPLIT (long chunks cut where no token spans)
 MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tokens
 
 
@@ -44,20 +45,27 @@ MAX_TOKENS = 0xFFFFF        # asmbpe.h: asmbpe_renc_new takes up to 2^20 - 1 tok
 _RESULTS = Pool(np.uint32)
 
 
-def _flags(vocab: Vocab) -> int:
+def _flags(vocab: Vocab, split: bool = True) -> int:
     """The library's flags for a vocabulary: whole chunks; ranks for a rank file (its
-    pair table is every split of a token, priority = result = the token's id)."""
+    pair table is every split of a token, priority = result = the token's id); long
+    chunks cut where no token spans (split, exact without the whole-chunk rule, or with
+    it where every token's bytes merge to that token: Vocab.regular)."""
     if vocab.merges is None and vocab.whole_chunk:
-        return RENC_WHOLE | RENC_RANKS
-    return RENC_WHOLE if vocab.whole_chunk else 0
+        flags = RENC_WHOLE | RENC_RANKS
+    else:
+        flags = RENC_WHOLE if vocab.whole_chunk else 0
+    if split and (vocab.regular or not vocab.whole_chunk):
+        flags |= RENC_SPLIT
+    return flags
 
 
 class RankEncoder:
     """The library's encoder of a loaded vocabulary (see the module doc)."""
 
-    def __init__(self, vocab: Vocab, grow: bool = True):
+    def __init__(self, vocab: Vocab, grow: bool = True, split: bool = True):
         """grow=False: each thread's tables keep their first size and go back to the
-        vocabulary's seed when full (where they would double): for tests of that path."""
+        vocabulary's seed when full (where they would double): for tests of that path.
+        split=False: long chunks are never cut (tests compare both ways)."""
         self.vocab = vocab
         self._pretok = resolve(vocab.pretokenizer).id
         if len(vocab.tokens) > MAX_TOKENS:
@@ -79,7 +87,7 @@ class RankEncoder:
         handle = L.asmbpe_renc_new(ffi.from_buffer("uint32_t[]", rows), len(rows),
                                    ffi.from_buffer("uint32_t[]", ids), token_bytes,
                                    ffi.from_buffer("uint64_t[]", offsets), len(vocab.tokens),
-                                   _flags(vocab) | (0 if grow else RENC_NOGROW))
+                                   _flags(vocab, split) | (0 if grow else RENC_NOGROW))
         if handle == ffi.NULL:
             raise MemoryError("asmbpe_renc_new: out of memory")
         self._handle = ffi.gc(handle, L.asmbpe_renc_free)

@@ -812,7 +812,7 @@ def v2_image(vocab, body: bytes | None = None) -> bytes:
 def parse_v2(data: bytes, name: str):
     """The harness.vocab.Vocab of a version-2 image; TokenizerFileError (offset,
     problem) for every bad file (module doc)."""
-    from .vocab import Vocab
+    from .vocab import Vocab, known_regular
 
     def fail(offset: int, problem: str):
         raise TokenizerFileError(name, offset, f"{problem} (at offset {offset})")
@@ -964,9 +964,11 @@ def parse_v2(data: bytes, name: str):
     if actual != stored_hash:
         fail(V2_OFF_HASH, f"hash mismatch: the header says 0x{stored_hash:016x}, the body "
                           f"hashes to 0x{actual:016x}")
+    whole_chunk = bool(flags & V2_WHOLE_CHUNK)
     return Vocab(name=vocab_name, tokens=tokens, pretokenizer=resolve(pretok).name,
-                 specials=specials, merges=merges, whole_chunk=bool(flags & V2_WHOLE_CHUNK),
-                 merge_ids=merge_ids)
+                 specials=specials, merges=merges, whole_chunk=whole_chunk,
+                 merge_ids=merge_ids,
+                 regular=whole_chunk and merges is None and known_regular(vocab_name, tokens))
 
 
 def _version_of(head: bytes):

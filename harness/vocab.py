@@ -79,6 +79,9 @@ class Vocab:
     merges: Optional[list[tuple[int, int]]]
     whole_chunk: bool
     merge_ids: bool = False
+    regular: bool = False   # every token's bytes merge to that token (the published
+                            # encodings: tests/test_rank_split.py checks it), so the
+                            # rank encoder may cut long chunks (ASMBPE_RENC_SPLIT)
 
     @property
     def n_vocab(self) -> int:
@@ -98,6 +101,7 @@ class KnownEncoding:
     specials: dict[str, int]
     n_tokens: int
     sha256: str
+    tokens_sha256: str      # of the tokens (token_digest), as tokenizer.bin v2 keeps them
 
 
 KNOWN_ENCODINGS: dict[str, KnownEncoding] = {
@@ -106,14 +110,35 @@ KNOWN_ENCODINGS: dict[str, KnownEncoding] = {
             "cl100k_base", "cl100k",
             {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
              "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
-            100256, "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+            100256, "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+            "012d1eb6765d4536406a8dc8aeb3a8b98136db37b72c83e7a03598437edc2e2b"),
         KnownEncoding(
             "o200k_base", "o200k",
             {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
-            199998, "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+            199998, "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+            "ffbdc2bd2dd22ec6feae003e0190506dfab2f6b6dfc51f153cd96571c143dde8"),
     )
 }
 _KNOWN_BY_SHA = {e.sha256: e for e in KNOWN_ENCODINGS.values()}
+
+
+def token_digest(tokens: list[bytes]) -> str:
+    """sha256 of a token table: every token's length (u64 little-endian), then the bytes."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256(np.fromiter(map(len, tokens), dtype="<u8", count=len(tokens)).tobytes())
+    h.update(b"".join(tokens))
+    return h.hexdigest()
+
+
+def known_regular(name: str, tokens: list[bytes]) -> bool:
+    """Whether these are the tokens of the published encoding `name` (whose tokens are
+    all regular: see Vocab.regular), for a vocabulary read back from tokenizer.bin."""
+    known = KNOWN_ENCODINGS.get(name)
+    return (known is not None and len(tokens) == known.n_tokens
+            and token_digest(tokens) == known.tokens_sha256)
 
 
 def _read_maybe_gzip(path) -> bytes:
@@ -228,6 +253,7 @@ def from_tiktoken(path, pretokenizer=None, special_tokens=None) -> Vocab:
         specials=_check_specials(special_tokens, tokens, str(path)),
         merges=None,
         whole_chunk=True,
+        regular=known is not None,
     )
 
 

@@ -827,6 +827,20 @@ def check_renc_chunk(ctx: Ctx) -> None:
     arena.close()
 
 
+def _long_words(rng: random.Random, v) -> bytes:
+    """Words of 16..140 bytes made of the vocabulary's letter tokens, so that chunks of
+    16..128 bytes meet the long-chunk path (and, where cutting is allowed, rk_split:
+    pieces of one byte, table hits, misses, pieces longer than 15 bytes)."""
+    letters = [t for t in v.tokens if t.isalpha()] or [b"a"]
+    words = []
+    for _ in range(rng.randrange(4, 40)):
+        w, n = b" ", rng.randrange(16, 141)
+        while len(w) < n:
+            w += rng.choice(letters)
+        words.append(w)
+    return b"".join(words)
+
+
 @register("asmbpe_renc_text")
 def check_renc_text(ctx: Ctx) -> None:
     """Whole texts (split by the vocabulary's pre-tokenizer, then each chunk) against
@@ -840,6 +854,7 @@ def check_renc_text(ctx: Ctx) -> None:
         cases = [c for c in cases if len(c[1]) <= 4096]
         cases += [(f"random #{k}", random_text(ctx.rng, ctx.rng.randrange(0, 5000)))
                   for k in range(ctx.n_random // 50)]
+        cases += [(f"long words #{k}", _long_words(ctx.rng, v)) for k in range(8)]
         for i, (name, data) in enumerate(cases):
             want = rank_twin.encode(data, v)
             n = len(data)

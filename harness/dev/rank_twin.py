@@ -23,7 +23,7 @@ from typing import NamedTuple
 from ..vocab import Vocab, byte_ids, pair_table
 from .twin import split
 
-__all__ = ["Tables", "tables", "encode_chunk", "encode", "decode"]
+__all__ = ["Tables", "tables", "encode_chunk", "encode", "decode", "irregular_tokens"]
 
 
 class Tables(NamedTuple):
@@ -76,6 +76,19 @@ def encode_chunk(chunk: bytes, v: Vocab, pairs: Tables | None = None) -> list[in
         if i < len(priority):
             priority[i] = t.pairs.get((ids[i], ids[i + 1]), none)
     return ids
+
+
+def irregular_tokens(v: Vocab) -> list[int]:
+    """The ids of the tokens (2+ bytes) whose bytes do not merge to that token (step 2
+    alone). Where there are none, the whole-chunk rule of step 1 gives what merging
+    gives for every piece of a chunk that is a token, so the library may cut long chunks
+    where no token spans (Vocab.regular, ASMBPE_RENC_SPLIT)."""
+    import dataclasses
+
+    merged = dataclasses.replace(v, whole_chunk=False)
+    t = tables(merged)
+    return [i for i, tok in enumerate(v.tokens)
+            if len(tok) > 1 and encode_chunk(tok, merged, t) != [i]]
 
 
 def _allowed(v: Vocab, allowed_special) -> list[str]:

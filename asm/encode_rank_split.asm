@@ -1,0 +1,267 @@
+;-----------------------------------------------------------------------------
+; encode_rank_split.asm — a long chunk met for the first time, cut where no
+; token can span (RF_SPLIT): rk_split; and the tables it reads, built by
+; asmbpe_renc_new (rk_reach_build).
+; (the rank encoder: its layouts and macros in encode_rank.inc)
+;
+; Why a cut is exact: if no token's bytes cover both byte p - 1 and byte p
+; of a chunk, no merge can make a part that spans p, so the merges left of
+; p and right of p never meet, and each side's merges come in the order the
+; side alone would take (the lowest priority of the whole chunk, when it is
+; on the left, is the lowest of the left; leftmost stays leftmost).  The ids
+; of the chunk are then the ids of the left piece followed by those of the
+; right.  A piece that is itself a token encodes as it (the chunk table and
+; rk_merge use RF_WHOLE's shortcut), which is the merges' result only where
+; every token's bytes merge to that token: Python sets RF_SPLIT for the
+; vocabularies where that holds (no RF_WHOLE, or checked: cl100k_base,
+; o200k_base; tests/test_rank_split.py).
+;
+; Where no token can span: every start i reaches at most
+;   i + 2      when bytes i, i+1 make a token (renc.bp, exact: a 2-byte
+;              token is only ever made from its two bytes),
+;   i + 3      when bytes i..i+2 have their bit in renc.tok3 (every 3-byte
+;              token's bit set; a collision only reaches further),
+;   i + m      m = renc.reach4[hash of bytes i..i+3]: the longest token of
+;              4+ bytes that starts with them (the largest of those that
+;              share the entry; 0: none),
+; and a cut goes before every p > 0 that no start before it reaches past.
+; Most of multilingual text's long chunks (Cyrillic, CJK, Greek words of 16
+; to 128 bytes) cut into pieces of 2-4 bytes that are tokens; english's
+; long chunks (runs of spaces, of '-', long words) rarely cut (log R29).
+;-----------------------------------------------------------------------------
+%include "encode_rank.inc"
+
+extern rk_merge
+extern mask_tab
+extern ct_idmask
+
+section .text
+
+;-----------------------------------------------------------------------------
+; rk_split: rbx = a thread state, rsi = a chunk of CT_MAX_LEN + 1 ..
+; LT_MAX_LEN bytes (PAD readable after it), rdx = its length, rcx = out
+; (room for rdx ids; past the ids written, out may be overwritten up to
+; rts.outlim).  rax = the ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
+; r12-r15; clobbers the other registers and ymm0-ymm3 (as rk_merge).
+; Without RF_SPLIT, or when nothing cuts, it is rk_merge.  Each piece: one
+; byte, its id; 2..CT_MAX_LEN bytes, the thread's chunk table (no probe
+; ahead: pieces are few), else rk_merge; longer, rk_merge.
+;-----------------------------------------------------------------------------
+%define sp_p    r12     ; the chunk
+%define sp_n    r13     ; its length
+%define sp_out  r14     ; out
+%define sp_k    r15     ; ids written
+%define sp_enc  rbp     ; the encoder
+; the stack: [rsp] the pieces' starts (u8, LT_MAX_LEN + 1 of them, the
+; chunk's end after the last), [rsp + SP_NPIECE] how many pieces
+%define SP_NPIECE   (LT_MAX_LEN + 8)
+%define SP_FRAME    (LT_MAX_LEN + 32)       ; (rsp stays 16-byte aligned at
+                                            ; calls: 5 pushes + this)
+PROC rk_split
+    mov         rax, [rbx + rts.enc]
+    test        qword [rax + renc.flags], RF_SPLIT
+    jz          rk_merge                        ; (a tail call)
+    push        rbp
+    push        r12
+    push        r13
+    push        r14
+    push        r15
+    sub         rsp, SP_FRAME
+    mov         sp_p, rsi
+    mov         sp_n, rdx
+    mov         sp_out, rcx
+    mov         sp_enc, rax
+
+    ;---- the cuts: starts of pieces into [rsp]
+    mov         r8, [sp_enc + renc.bp]
+    mov         r9, [sp_enc + renc.tok3]
+    mov         r10, [sp_enc + renc.reach4]
+    xor         ecx, ecx                        ; i
+    xor         edi, edi                        ; the furthest reach so far
+    xor         r11d, r11d                      ; pieces
+.reach:
+    cmp         rdi, rcx                        ; nothing reaches past i:
+    ja          .reached                        ; a piece starts here
+    mov         [rsp + r11], cl
+    inc         r11d
+.reached:
+    lea         rdx, [rcx + 1]                  ; i + 1: the byte itself
+    lea         rax, [rcx + 2]
+    cmp         rax, sp_n
+    ja          .reach_next                     ; (the last byte)
+    movzx       esi, word [sp_p + rcx]
+    cmp         dword [r8 + rsi * 8], NO_PRIO   ; a 2-byte token?
+    cmovne      rdx, rax
+    lea         rax, [rcx + 3]
+    cmp         rax, sp_n
+    ja          .reach_next
+    mov         esi, [sp_p + rcx]
+    and         esi, 0x00FFFFFF
+    T3_HASH     esi
+    bt          [r9], rsi                       ; a 3-byte token?
+    cmovc       rdx, rax
+    lea         rax, [rcx + 4]
+    cmp         rax, sp_n
+    ja          .reach_next
+    mov         esi, [sp_p + rcx]
+    R4_HASH     esi
+    movzx       esi, byte [r10 + rsi]           ; the longest of 4+ bytes
+    add         rsi, rcx
+    cmp         rsi, rdx
+    cmova       rdx, rsi
+.reach_next:
+    cmp         rdx, rdi
+    cmova       rdi, rdx
+    inc         rcx
+    cmp         rcx, sp_n
+    jb          .reach
+    cmp         r11d, 1
+    je          .whole                          ; nothing cut
+    mov         [rsp + r11], r13b               ; (sp_n: the end)
+    mov         [rsp + SP_NPIECE], r11
+
+    ;---- each piece in turn
+    xor         sp_k, sp_k
+    xor         r11d, r11d                      ; piece j (kept on the stack
+.piece:                                         ; across calls)
+    mov         [rsp + SP_NPIECE + 8], r11
+    movzx       esi, byte [rsp + r11]
+    movzx       edx, byte [rsp + r11 + 1]
+    sub         edx, esi                        ; its length
+    add         rsi, sp_p                       ; its bytes
+    lea         rcx, [sp_out + sp_k * 4]        ; its ids go here
+    cmp         edx, 1
+    je          .one_byte
+    cmp         edx, CT_MAX_LEN
+    ja          .merge
+    push        rsi                             ; (a chunk table key of up
+    push        rdx                             ; to 15 bytes)
+    CT_KEY      rsi, rdx, edx
+    KEY_HASH    xmm0, rcx
+    and         rcx, [rbx + rts.ctmask]
+    shl         rcx, CT_SHIFT
+    add         rcx, [rbx + rts.ct]
+    CT_PROBE    .ct_hit, .ct_miss
+.ct_miss:
+    pop         rdx
+    pop         rsi
+    lea         rcx, [sp_out + sp_k * 4]
+.merge:
+    call        rk_merge
+    test        rax, rax
+    js          .ret                            ; (ENOMEM)
+    add         sp_k, rax
+    jmp         .piece_next
+.ct_hit:
+    add         rsp, 16
+    vmovdqu     xmm1, [rcx + ctent.ids]
+    vmovd       eax, xmm1
+    shr         eax, CT_NSHIFT                  ; how many
+    lea         rdx, [sp_out + sp_k * 4]
+    add         sp_k, rax
+    cmp         eax, CT_MAX_TOK
+    ja          .hit_arena
+    vpand       xmm1, xmm1, [rel ct_idmask]
+    sub         rsp, 16                         ; (one at a time: out's room
+    vmovdqu     [rsp], xmm1                     ; may end right after them)
+    xor         ecx, ecx
+.hit_id:
+    mov         esi, [rsp + rcx * 4]
+    mov         [rdx + rcx * 4], esi
+    inc         ecx
+    cmp         ecx, eax
+    jb          .hit_id
+    add         rsp, 16
+    jmp         .piece_next
+.hit_arena:                                     ; 5..15 ids, in the arena
+    vpextrd     esi, xmm1, 1
+    mov         rcx, [rbx + rts.arena]
+    lea         rsi, [rcx + rsi * 4]
+.arena_id:
+    mov         ecx, [rsi]
+    mov         [rdx], ecx
+    add         rsi, 4
+    add         rdx, 4
+    dec         eax
+    jnz         .arena_id
+    jmp         .piece_next
+.one_byte:
+    movzx       eax, byte [rsi]
+    mov         eax, [sp_enc + renc.byteid + rax * 4]
+    mov         [rcx], eax
+    inc         sp_k
+.piece_next:
+    mov         r11, [rsp + SP_NPIECE + 8]
+    inc         r11
+    cmp         r11, [rsp + SP_NPIECE]
+    jb          .piece
+    mov         rax, sp_k
+    jmp         .ret
+.whole:
+    mov         rsi, sp_p
+    mov         rdx, sp_n
+    mov         rcx, sp_out
+    call        rk_merge
+.ret:
+    add         rsp, SP_FRAME
+    pop         r15
+    pop         r14
+    pop         r13
+    pop         r12
+    pop         rbp
+    ret
+ENDPROC
+
+;-----------------------------------------------------------------------------
+; rk_reach_build (asmbpe_renc_new, RF_SPLIT): r14 = the encoder, its token
+; bytes and offsets copied.  Maps and fills renc.reach4 and renc.tok3.
+; eax = 0, or ASMBPE_ENOMEM.  Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
+;-----------------------------------------------------------------------------
+PROC rk_reach_build
+    mov         edi, 1 << R4_BITS
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [r14 + renc.reach4], rax
+    mov         edi, 1 << (T3_BITS - 3)
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [r14 + renc.tok3], rax
+    mov         r8, [r14 + renc.tokoff]
+    mov         r9, [r14 + renc.tokbytes]       ; (PAD after the bytes)
+    mov         r10, [r14 + renc.reach4]
+    mov         r11, [r14 + renc.tok3]
+    xor         ecx, ecx
+.token:
+    cmp         rcx, [r14 + renc.ntok]
+    jae         .done
+    mov         rsi, [r8 + rcx * 8]
+    mov         rdx, [r8 + rcx * 8 + 8]
+    sub         rdx, rsi                        ; its length
+    mov         eax, [r9 + rsi]
+    cmp         rdx, 3
+    jb          .next
+    ja          .four
+    and         eax, 0x00FFFFFF
+    T3_HASH     eax
+    bts         [r11], rax
+    jmp         .next
+.four:
+    R4_HASH     eax
+    mov         edi, 255                        ; (longer: 255, past any
+    cmp         rdx, rdi                        ; chunk cut)
+    cmova       rdx, rdi
+    cmp         dl, [r10 + rax]
+    jbe         .next
+    mov         [r10 + rax], dl
+.next:
+    inc         rcx
+    jmp         .token
+.done:
+    xor         eax, eax
+    ret
+.enomem:
+    mov         eax, ASMBPE_ENOMEM
+    ret
+ENDPROC
