@@ -1,7 +1,9 @@
 ;-----------------------------------------------------------------------------
 ; encode_rank_split.asm — a long chunk met for the first time, cut where no
 ; token can span (RF_SPLIT): rk_split; and the tables it reads, built by
-; asmbpe_renc_new (rk_reach_build).
+; asmbpe_renc_new (rk_reach_build).  A piece of one byte is its id, of two
+; the renc.bp answer for them, of three renc.t3's token (else merged), of
+; 4..15 the chunk table's entry (else merged), longer ones merged.
 ; (the rank encoder: its layouts and macros in encode_rank.inc)
 ;
 ; Why a cut is exact: if no token's bytes cover both byte p - 1 and byte p
@@ -19,12 +21,14 @@
 ; Where no token can span: every start i reaches at most
 ;   i + 2      when bytes i, i+1 make a token (renc.bp, exact: a 2-byte
 ;              token is only ever made from its two bytes),
-;   i + 3      when bytes i..i+2 have their bit in renc.tok3 (every 3-byte
-;              token's bit set; a collision only reaches further),
-;   i + m      m = renc.reach4[hash of bytes i..i+3]: the longest token of
-;              4+ bytes that starts with them (the largest of those that
-;              share the entry; 0: none),
-; and a cut goes before every p > 0 that no start before it reaches past.
+;   i + 3      when bytes i..i+2 are a token (renc.t3, exact),
+;   i + m      m: the longest token of 4+ bytes that starts with bytes
+;              i..i+3 (renc.reach4; exact but for a 24-bit fingerprint,
+;              whose rare collisions only reach further),
+; (the last two looked up only where renc.f2, a bit per two bytes, says a
+; token of 3+ bytes starts with bytes i, i+1: 42 % of multilingual's long
+; chunks' positions), and a cut goes before every p > 0 that no start
+; before it reaches past.
 ; Most of multilingual text's long chunks (Cyrillic, CJK, Greek words of 16
 ; to 128 bytes) cut into pieces of 2-4 bytes that are tokens; english's
 ; long chunks (runs of spaces, of '-', long words) rarely cut (log R29).
@@ -55,7 +59,8 @@ section .text
 ; the stack: [rsp] the pieces' starts (u8, LT_MAX_LEN + 1 of them, the
 ; chunk's end after the last), [rsp + SP_NPIECE] how many pieces
 %define SP_NPIECE   (LT_MAX_LEN + 8)
-%define SP_FRAME    (LT_MAX_LEN + 32)       ; (rsp stays 16-byte aligned at
+%define SP_RBX      (LT_MAX_LEN + 24)       ; rbx while the cuts are found
+%define SP_FRAME    (LT_MAX_LEN + 48)       ; (rsp stays 16-byte aligned at
                                             ; calls: 5 pushes + this)
 PROC rk_split
     mov         rax, [rbx + rts.enc]
@@ -74,16 +79,18 @@ PROC rk_split
 
     ;---- the cuts: starts of pieces into [rsp]
     mov         r8, [sp_enc + renc.bp]
-    mov         r9, [sp_enc + renc.tok3]
+    mov         r9, [sp_enc + renc.t3]
     mov         r10, [sp_enc + renc.reach4]
+    mov         [rsp + SP_RBX], rbx
+    mov         rbx, [sp_enc + renc.f2]         ; (the thread state: below)
     xor         ecx, ecx                        ; i
     xor         edi, edi                        ; the furthest reach so far
-    xor         r11d, r11d                      ; pieces
+    xor         r15d, r15d                      ; pieces
 .reach:
     cmp         rdi, rcx                        ; nothing reaches past i:
     ja          .reached                        ; a piece starts here
-    mov         [rsp + r11], cl
-    inc         r11d
+    mov         [rsp + r15], cl
+    inc         r15d
 .reached:
     lea         rdx, [rcx + 1]                  ; i + 1: the byte itself
     lea         rax, [rcx + 2]
@@ -95,30 +102,47 @@ PROC rk_split
     lea         rax, [rcx + 3]
     cmp         rax, sp_n
     ja          .reach_next
+    bt          [rbx], rsi                      ; no token of 3+ bytes starts
+    jnc         .reach_next                     ; with these two
     mov         esi, [sp_p + rcx]
     and         esi, 0x00FFFFFF
-    T3_HASH     esi
-    bt          [r9], rsi                       ; a 3-byte token?
-    cmovc       rdx, rax
+    T3_FIND     r9, rsi, esi, r11, r11d, .no3   ; a 3-byte token?
+    mov         rdx, rax
+.no3:
     lea         rax, [rcx + 4]
     cmp         rax, sp_n
     ja          .reach_next
-    mov         esi, [sp_p + rcx]
-    R4_HASH     esi
-    movzx       esi, byte [r10 + rsi]           ; the longest of 4+ bytes
-    add         rsi, rcx
-    cmp         rsi, rdx
-    cmova       rdx, rsi
+    mov         esi, [sp_p + rcx]               ; the longest token of 4+
+    mov         r11d, esi                       ; bytes starting so
+    imul        r11d, r11d, R4_K
+    shr         r11d, 32 - R4_BITS              ; (its home)
+    imul        esi, esi, R4_K2
+    and         esi, R4_FP                      ; (its fingerprint)
+.r4_probe:
+    mov         eax, [r10 + r11 * 4]
+    test        eax, eax
+    jz          .reach_next                     ; none
+    xor         eax, esi
+    cmp         eax, 255
+    jbe         .r4_hit
+    inc         r11d
+    and         r11d, (1 << R4_BITS) - 1
+    jmp         .r4_probe
+.r4_hit:
+    add         rax, rcx
+    cmp         rax, rdx
+    cmova       rdx, rax
 .reach_next:
     cmp         rdx, rdi
     cmova       rdi, rdx
     inc         rcx
     cmp         rcx, sp_n
     jb          .reach
-    cmp         r11d, 1
+    mov         rbx, [rsp + SP_RBX]
+    cmp         r15d, 1
     je          .whole                          ; nothing cut
-    mov         [rsp + r11], r13b               ; (sp_n: the end)
-    mov         [rsp + SP_NPIECE], r11
+    mov         [rsp + r15], r13b               ; (sp_n: the end)
+    mov         [rsp + SP_NPIECE], r15
 
     ;---- each piece in turn
     xor         sp_k, sp_k
@@ -132,6 +156,10 @@ PROC rk_split
     lea         rcx, [sp_out + sp_k * 4]        ; its ids go here
     cmp         edx, 1
     je          .one_byte
+    cmp         edx, 2
+    je          .two_bytes
+    cmp         edx, 3
+    je          .three_bytes
     cmp         edx, CT_MAX_LEN
     ja          .merge
     push        rsi                             ; (a chunk table key of up
@@ -185,6 +213,33 @@ PROC rk_split
     dec         eax
     jnz         .arena_id
     jmp         .piece_next
+.two_bytes:                                     ; the pair of its bytes: one
+    movzx       eax, word [rsi]                 ; token or two (exact: a
+    mov         r8, [sp_enc + renc.bp]          ; 2-byte token is always
+    mov         r8, [r8 + rax * 8]              ; merged from its bytes)
+    cmp         r8d, NO_PRIO
+    je          .two_ids
+    shr         r8, 32
+    mov         [rcx], r8d
+    inc         sp_k
+    jmp         .piece_next
+.two_ids:
+    movzx       r8d, al
+    mov         r8d, [sp_enc + renc.byteid + r8 * 4]
+    mov         [rcx], r8d
+    movzx       eax, ah
+    mov         eax, [sp_enc + renc.byteid + rax * 4]
+    mov         [rcx + 4], eax
+    add         sp_k, 2
+    jmp         .piece_next
+.three_bytes:                                   ; a 3-byte token, or merged
+    mov         eax, [rsi]
+    and         eax, 0x00FFFFFF
+    mov         r8, [sp_enc + renc.t3]
+    T3_FIND     r8, rax, eax, r9, r9d, .merge
+    mov         [rcx], eax
+    inc         sp_k
+    jmp         .piece_next
 .one_byte:
     movzx       eax, byte [rsi]
     mov         eax, [sp_enc + renc.byteid + rax * 4]
@@ -214,24 +269,32 @@ ENDPROC
 
 ;-----------------------------------------------------------------------------
 ; rk_reach_build (asmbpe_renc_new, RF_SPLIT): r14 = the encoder, its token
-; bytes and offsets copied.  Maps and fills renc.reach4 and renc.tok3.
+; bytes and offsets copied.  Maps and fills renc.reach4 and renc.t3.
 ; eax = 0, or ASMBPE_ENOMEM.  Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
 ;-----------------------------------------------------------------------------
 PROC rk_reach_build
-    mov         edi, 1 << R4_BITS
+    SAVE        r12, r13
+    xor         r12d, r12d                      ; entries filled in t3
+    xor         r13d, r13d                      ; ... in reach4
+    mov         edi, 4 << R4_BITS
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
     mov         [r14 + renc.reach4], rax
-    mov         edi, 1 << (T3_BITS - 3)
+    mov         edi, 8 << T3_BITS
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
-    mov         [r14 + renc.tok3], rax
+    mov         [r14 + renc.t3], rax
+    mov         edi, 65536 / 8
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [r14 + renc.f2], rax
     mov         r8, [r14 + renc.tokoff]
     mov         r9, [r14 + renc.tokbytes]       ; (PAD after the bytes)
     mov         r10, [r14 + renc.reach4]
-    mov         r11, [r14 + renc.tok3]
+    mov         r11, [r14 + renc.t3]
     xor         ecx, ecx
 .token:
     cmp         rcx, [r14 + renc.ntok]
@@ -242,26 +305,70 @@ PROC rk_reach_build
     mov         eax, [r9 + rsi]
     cmp         rdx, 3
     jb          .next
+    movzx       edi, ax                         ; its first two bytes
+    mov         rsi, [r14 + renc.f2]
+    bts         [rsi], rdi
+    cmp         rdx, 3
     ja          .four
-    and         eax, 0x00FFFFFF
+    and         eax, 0x00FFFFFF                 ; {bytes | T3_USED, id}
+    mov         edi, eax
+    or          edi, T3_USED
+    shl         rcx, 32
+    or          rdi, rcx
+    shr         rcx, 32
     T3_HASH     eax
-    bts         [r11], rax
+.t3_probe:
+    cmp         qword [r11 + rax * 8], 0
+    je          .t3_put
+    inc         eax
+    and         eax, (1 << T3_BITS) - 1
+    jmp         .t3_probe
+.t3_put:
+    mov         [r11 + rax * 8], rdi
+    inc         r12
+    cmp         r12, (3 << T3_BITS) / 4
+    jae         .too_many
     jmp         .next
-.four:
-    R4_HASH     eax
-    mov         edi, 255                        ; (longer: 255, past any
-    cmp         rdx, rdi                        ; chunk cut)
-    cmova       rdx, rdi
-    cmp         dl, [r10 + rax]
+.four:                                          ; the longest with these 4
+    mov         edi, 255                        ; bytes first (longer than
+    cmp         rdx, rdi                        ; 255: 255, past any chunk
+    cmova       rdx, rdi                        ; cut)
+    mov         esi, eax
+    imul        esi, esi, R4_K2
+    and         esi, R4_FP                      ; its fingerprint
+    imul        eax, eax, R4_K
+    shr         eax, 32 - R4_BITS               ; its home
+.r4_probe:
+    mov         edi, [r10 + rax * 4]
+    test        edi, edi
+    jz          .r4_put
+    xor         edi, esi
+    cmp         edi, 255
+    jbe         .r4_seen
+    inc         eax
+    and         eax, (1 << R4_BITS) - 1
+    jmp         .r4_probe
+.r4_seen:                                       ; (edi: its length so far)
+    cmp         edx, edi
     jbe         .next
-    mov         [r10 + rax], dl
+.r4_put:
+    or          esi, edx
+    cmp         dword [r10 + rax * 4], 0
+    jne         .r4_store
+    inc         r13
+    cmp         r13, (3 << R4_BITS) / 4
+    jae         .too_many
+.r4_store:
+    mov         [r10 + rax * 4], esi
 .next:
     inc         rcx
     jmp         .token
+.too_many:
+    and         qword [r14 + renc.flags], ~RF_SPLIT
 .done:
     xor         eax, eax
-    ret
+    RESTORE
 .enomem:
     mov         eax, ASMBPE_ENOMEM
-    ret
+    RESTORE
 ENDPROC

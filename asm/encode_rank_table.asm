@@ -413,10 +413,13 @@ asmbpe_renc_free_impl:
     mov         esi, 1 << (BLOOM_BITS - 3)
     call        .unmap
     mov         rdi, [rbx + renc.reach4]
-    mov         esi, 1 << R4_BITS
+    mov         esi, 4 << R4_BITS
     call        .unmap
-    mov         rdi, [rbx + renc.tok3]
-    mov         esi, 1 << (T3_BITS - 3)
+    mov         rdi, [rbx + renc.t3]
+    mov         esi, 8 << T3_BITS
+    call        .unmap
+    mov         rdi, [rbx + renc.f2]
+    mov         esi, 65536 / 8
     call        .unmap
     mov         rdi, [rbx + renc.res]
     mov         rsi, [rbx + renc.rbytes]

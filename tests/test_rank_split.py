@@ -129,3 +129,29 @@ def test_merges_vocabulary_is_cut_and_matches_twin():
         for _ in range(rng.randrange(8, 60)):
             w += rng.choice(letters)
         assert enc.encode_ordinary(w).tolist() == rank_twin.encode(w, v), w
+
+
+def test_vocabulary_too_large_for_the_cut_tables_still_encodes():
+    """33,000 3-byte tokens would overfill renc.t3 (2^15 entries): past 3/4 the library
+    does not cut (rather than probe a full table forever) and encodes as the twin."""
+    rng = random.Random(3)
+    tokens = [bytes([b]) for b in range(256)]
+    letters = list(range(97, 123)) + list(range(65, 91))
+    pairs = [bytes([a, b]) for a in letters for b in letters]          # 2,704
+    merges = [(a, b) for a in letters for b in letters]
+    tokens += pairs
+    index = {t: i for i, t in enumerate(tokens)}
+    seen = set(tokens)
+    while len(tokens) < 256 + len(pairs) + 33000:
+        p, c = rng.choice(pairs), rng.choice(letters)
+        t = p + bytes([c])
+        if t not in seen:
+            seen.add(t)
+            merges.append((index[p], c))
+            index[t] = len(tokens)
+            tokens.append(t)
+    v = Vocab("many 3-byte tokens", tokens, "nanochat", {}, merges, False)
+    enc = RankEncoder(v)
+    for _ in range(50):
+        w = b" " + bytes(rng.choice(letters) for _ in range(rng.randrange(16, 100)))
+        assert enc.encode_ordinary(w).tolist() == rank_twin.encode(w, v)
