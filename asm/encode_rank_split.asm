@@ -24,7 +24,11 @@
 ;   i + 3      when bytes i..i+2 are a token (renc.t3, exact),
 ;   i + m      m: the longest token of 4+ bytes that starts with bytes
 ;              i..i+3 (renc.reach4; exact but for a 24-bit fingerprint,
-;              whose rare collisions only reach further),
+;              whose rare collisions only reach further); for a rank file
+;              (RF_RANKS) with 4 < m <= 15, instead i + L for the longest L
+;              in 4..m whose bytes have their bit in renc.bloom (the filter
+;              of the tokens of 3..15 bytes; a false bit only reaches
+;              further),
 ; (the last two looked up only where renc.f2, a bit per two bytes, says a
 ; token of 3+ bytes starts with bytes i, i+1: 42 % of multilingual's long
 ; chunks' positions), and a cut goes before every p > 0 that no start
@@ -60,6 +64,7 @@ section .text
 ; chunk's end after the last), [rsp + SP_NPIECE] how many pieces
 %define SP_NPIECE   (LT_MAX_LEN + 8)
 %define SP_RBX      (LT_MAX_LEN + 24)       ; rbx while the cuts are found
+%define SP_AT       (LT_MAX_LEN + 32)       ; (the bytes at i, while rolling)
 %define SP_FRAME    (LT_MAX_LEN + 48)       ; (rsp stays 16-byte aligned at
                                             ; calls: 5 pushes + this)
 PROC rk_split
@@ -128,7 +133,44 @@ PROC rk_split
     inc         r11d
     and         r11d, (1 << R4_BITS) - 1
     jmp         .r4_probe
-.r4_hit:
+.r4_hit:                                        ; eax = m, the longest
+    cmp         eax, 4                          ; (4: the 4 bytes are it)
+    jbe         .r4_bound
+    cmp         eax, CT_MAX_LEN                 ; (over 15: m as it is)
+    ja          .r4_bound
+    cmp         qword [sp_enc + renc.bloom], 0  ; RF_RANKS: the longest of
+    je          .r4_bound                       ; 4..m bytes with its bit in
+    mov         r8, [sp_enc + renc.bloom]       ; the filter of tokens
+    mov         r10, sp_n                       ; (the seed's: a false bit
+    sub         r10, rcx                        ; only reaches further)
+    cmp         r10, rax
+    cmova       r10, rax                        ; min(m, n - i)
+    mov         r9, ROLL_K
+    xor         r11d, r11d                      ; the rolled hash of
+    xor         esi, esi                        ; bytes i .. i + rsi
+    lea         rax, [sp_p + rcx]
+    mov         [rsp + SP_AT], rax
+.roll:
+    mov         rax, [rsp + SP_AT]
+    movzx       eax, byte [rax + rsi]
+    lea         r11, [r11 + rax + 1]
+    imul        r11, r9
+    inc         rsi
+    cmp         rsi, 4
+    jb          .roll_next
+    mov         rax, r11
+    shr         rax, 64 - BLOOM_BITS
+    bt          [r8], rax
+    jnc         .roll_next
+    lea         rdx, [rcx + rsi]                ; (above what bp and t3 gave)
+.roll_next:
+    cmp         rsi, r10
+    jb          .roll
+    mov         r8, [sp_enc + renc.bp]
+    mov         r9, [sp_enc + renc.t3]
+    mov         r10, [sp_enc + renc.reach4]
+    jmp         .reach_next
+.r4_bound:
     add         rax, rcx
     cmp         rax, rdx
     cmova       rdx, rax

@@ -832,11 +832,12 @@ def _long_words(rng: random.Random, v) -> bytes:
     16..128 bytes meet the long-chunk path (and, where cutting is allowed, rk_split:
     pieces of one byte, table hits, misses, pieces longer than 15 bytes)."""
     letters = [t for t in v.tokens if t.isalpha()] or [b"a"]
+    longer = [t for t in letters if len(t) >= 4] or letters    # (prefixes of long tokens)
     words = []
     for _ in range(rng.randrange(4, 40)):
         w, n = b" ", rng.randrange(16, 141)
         while len(w) < n:
-            w += rng.choice(letters)
+            w += rng.choice(longer if rng.random() < 0.5 else letters)
         words.append(w)
     return b"".join(words)
 
@@ -854,7 +855,7 @@ def check_renc_text(ctx: Ctx) -> None:
         cases = [c for c in cases if len(c[1]) <= 4096]
         cases += [(f"random #{k}", random_text(ctx.rng, ctx.rng.randrange(0, 5000)))
                   for k in range(ctx.n_random // 50)]
-        cases += [(f"long words #{k}", _long_words(ctx.rng, v)) for k in range(8)]
+        cases += [(f"long words #{k}", _long_words(ctx.rng, v)) for k in range(24)]
         for i, (name, data) in enumerate(cases):
             want = rank_twin.encode(data, v)
             n = len(data)
