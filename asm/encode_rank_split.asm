@@ -2,8 +2,10 @@
 ; encode_rank_split.asm — a long chunk met for the first time, cut where no
 ; token can span (RF_SPLIT): rk_split; and the tables it reads, built by
 ; asmbpe_renc_new (rk_reach_build).  A piece of one byte is its id, of two
-; the renc.bp answer for them, of three renc.t3's token (else merged), of
-; 4..15 the chunk table's entry (else merged), longer ones merged.
+; the renc.bp answer for them (a merge, exact either way), of three
+; renc.t3's token where the whole-chunk rule holds (else merged: without it
+; a 3-byte token may not be what its bytes merge to), of 4..15 the chunk
+; table's entry (whose tokens are only there with the rule), else merged.
 ; (the rank encoder: its layouts and macros in encode_rank.inc)
 ;
 ; Why a cut is exact: if no token's bytes cover both byte p - 1 and byte p
@@ -274,8 +276,10 @@ PROC rk_split
     mov         [rcx + 4], eax
     add         sp_k, 2
     jmp         .piece_next
-.three_bytes:                                   ; a 3-byte token, or merged
-    mov         eax, [rsi]
+.three_bytes:                                   ; a 3-byte token (with the
+    test        qword [sp_enc + renc.flags], RF_WHOLE   ; whole-chunk rule: the
+    jz          .merge                          ; vocabulary is regular), or
+    mov         eax, [rsi]                      ; merged
     and         eax, 0x00FFFFFF
     mov         r8, [sp_enc + renc.t3]
     T3_FIND     r8, rax, eax, r9, r9d, .merge

@@ -155,3 +155,16 @@ def test_vocabulary_too_large_for_the_cut_tables_still_encodes():
     for _ in range(50):
         w = b" " + bytes(rng.choice(letters) for _ in range(rng.randrange(16, 100)))
         assert enc.encode_ordinary(w).tolist() == rank_twin.encode(w, v)
+
+
+def test_merges_vocabulary_piece_that_is_a_token_is_merged():
+    """Without the whole-chunk rule a piece's bytes are merged even where they are a
+    token: 'abc' is in this vocabulary (merge ab + c) but 'bc' merges first, so the
+    chunk keeps a, bc; a cut piece 'abc' must not come out as the token."""
+    tokens = [bytes([b]) for b in range(256)] + [b"bc", b"ab", b"abc"]
+    merges = [(ord("b"), ord("c")), (ord("a"), ord("b")), (257, ord("c"))]
+    v = Vocab("irregular merges", tokens, "nanochat", {}, merges, False)
+    assert rank_twin.irregular_tokens(v) == [258] and _flags(v) & RENC_SPLIT
+    enc = RankEncoder(v)
+    for text in (b" qqqqqqqqqqqqqqqabcqqqq", b" abcabcabcabcabcabcabc", b"zzzzzzzzzzzzzzzzzzabc"):
+        assert enc.encode_ordinary(text).tolist() == rank_twin.encode(text, v), text
