@@ -12,12 +12,15 @@ The encoder object holds the pair table (harness.vocab.pair_table: every pair th
 merge, with its priority and result), the whole-token table (tiktoken: a chunk that is a
 token is that token) and the token bytes. The library splits the text with the
 vocabulary's pre-tokenizer and encodes chunk by chunk: the lowest-priority adjacent pair
-merges first, leftmost first (a scan for chunks up to 128 bytes, a heap beyond).
+merges first, leftmost first (a scan for chunks up to 128 bytes, a heap beyond). A
+chunk of 16..128 bytes met for the first time is cut where no token's bytes span (the
+pieces encode apart, exactly) when merging alone decides or the vocabulary is regular
+(Vocab.regular: cl100k_base, o200k_base); `RankEncoder(vocab, split=False)` never cuts.
 
 `encode_batch(docs, threads)` encodes documents on the library's threads (each keeps a
-chunk cache with the encoder). What is not there yet (issue 22): the `Tokenizer` class
-and the CLI's `-t` for loaded vocabularies, tokenizer.bin and `.tok` version 2. One call
-at a time per encoder (a lock serialises Python threads).
+chunk table with the encoder). harness.loaded.LoadedTokenizer is the `Tokenizer` over
+it (the CLI's `-t`, tokenizer.bin and `.tok` version 2). One call at a time per encoder
+(a lock serialises Python threads).
 """
 from __future__ import annotations
 
