@@ -53,9 +53,10 @@ section .text
 ; (room for rdx ids; past the ids written, out may be overwritten up to
 ; rts.outlim).  rax = the ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
 ; r12-r15; clobbers the other registers and ymm0-ymm3 (as rk_merge).
-; Without RF_SPLIT, or when nothing cuts, it is rk_merge.  Each piece: one
-; byte, its id; 2..CT_MAX_LEN bytes, the thread's chunk table (no probe
-; ahead: pieces are few), else rk_merge; longer, rk_merge.
+; Without RF_SPLIT, or when nothing cuts, it is rk_merge.  Each piece, in
+; order: one byte, its id; two, renc.bp; three, renc.t3 (RF_WHOLE) or
+; rk_merge; 4..CT_MAX_LEN, the thread's chunk table (probed one piece at a
+; time, nothing prefetched) or rk_merge; longer, rk_merge.
 ;-----------------------------------------------------------------------------
 %define sp_p    r12     ; the chunk
 %define sp_n    r13     ; its length
@@ -63,7 +64,8 @@ section .text
 %define sp_k    r15     ; ids written
 %define sp_enc  rbp     ; the encoder
 ; the stack: [rsp] the pieces' starts (u8, LT_MAX_LEN + 1 of them, the
-; chunk's end after the last), [rsp + SP_NPIECE] how many pieces
+; chunk's end after the last), [rsp + SP_NPIECE] how many pieces, [rsp +
+; SP_NPIECE + 8] the piece being encoded (kept across rk_merge)
 %define SP_NPIECE   (LT_MAX_LEN + 8)
 %define SP_RBX      (LT_MAX_LEN + 24)       ; rbx while the cuts are found
 %define SP_AT       (LT_MAX_LEN + 32)       ; (the bytes at i, while rolling)
