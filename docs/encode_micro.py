@@ -29,6 +29,11 @@ MODE:
          blocks, Arrow's memory kept, one reader thread), once per process (its
          start-up is what this measures: run it several times): seconds to the first
          block and to the end, MB/s, CPU seconds and minor page faults
+  cuts   the rank encoder (issue 22, log R29) with and without cutting long chunks:
+         --vocab cl100k_base|o200k_base, --corpus, --mb of whole documents, fresh
+         encoders (each after a 64-byte call) alternated in this one process, first
+         pass, one thread: the medians; --long: only the distinct chunks of 16..128
+         bytes of the first --mb, 100 to a document, ns per chunk
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
 each). Seconds from rdtsc cycles at the TSC rate that harness.dev.profile measures.
 """
@@ -110,14 +115,52 @@ def wall_runs(tokenizer: str, threads: int, runs: int) -> None:
         print(f"median of runs 2-{runs}: {statistics.median(walls[1:]):.4f} s")
 
 
+def cuts(vocab: str, corpus: str, mb: float, runs: int, long_only: bool) -> None:
+    """The `cuts` mode (module doc)."""
+    from harness.corpora import corpus_path, read_documents
+    from harness.rank import RankEncoder
+    from harness.vocab import KNOWN_ENCODINGS, from_tiktoken
+
+    docs = read_documents(corpus_path(corpus), int(mb * 1e6))
+    v = from_tiktoken(ROOT.parent / "shared" / "vocabs" / f"{vocab}.tiktoken.gz")
+    if long_only:
+        import regex
+
+        from harness.pretokenizers import EXACT_PATTERNS
+        pat = regex.compile(EXACT_PATTERNS[KNOWN_ENCODINGS[vocab].pretokenizer])
+        chunks = sorted({c for d in docs for m in pat.findall(d.decode("utf-8", "replace"))
+                         if 16 <= len(c := m.encode()) <= 128})
+        docs = [b"\n".join(chunks[i:i + 100]) for i in range(0, len(chunks), 100)]
+    n = len(chunks) if long_only else sum(map(len, docs))
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(runs):
+        for split in ((True, False) if r % 2 == 0 else (False, True)):
+            enc = RankEncoder(v, split=split)
+            enc.encode_many([docs[0][:64]], 1)
+            t = time.perf_counter()
+            enc.encode_many(docs, 1)
+            times[split].append(time.perf_counter() - t)
+    for split in (True, False):
+        m = statistics.median(times[split])
+        rate = (f"{m / n * 1e9:.0f} ns per chunk ({n:,} chunks)" if long_only
+                else f"{n / 1e6 / m:.1f} MB/s")
+        print(f"{vocab} {corpus} cuts {'on ' if split else 'off'}: median {m:.3f} s, {rate}; "
+              f"runs {', '.join(f'{x:.3f}' for x in times[split])}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("e100", "wall", "rare", "hot", "words", "blocks", "read"))
+    ap.add_argument("mode", choices=("e100", "wall", "rare", "hot", "words", "blocks", "read",
+                                     "cuts"))
     ap.add_argument("--lib")
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", type=int, default=1)
+    ap.add_argument("--vocab", default="cl100k_base")
+    ap.add_argument("--corpus", default="multilingual")
+    ap.add_argument("--mb", type=float, default=32)
+    ap.add_argument("--long", action="store_true")
     a = ap.parse_args()
     if a.mode == "read":
         read_alone()
@@ -125,6 +168,9 @@ def main() -> None:
     import harness._lib as L
     if a.lib:
         L.LIB_PATH = Path(a.lib)
+    if a.mode == "cuts":                               # (wall time only: no TSC needed)
+        cuts(a.vocab, a.corpus, a.mb, a.runs, a.long)
+        return
     if a.mode == "wall":                               # (wall time only: no TSC needed)
         wall_runs(a.tokenizer, a.threads, a.runs)
         return
