@@ -110,7 +110,8 @@ def _glibc_keeps_memory(keep: bool) -> None:
     from the heap instead of their own mappings) in one arena for all threads (a
     reader thread's own arena kept a second set of freed blocks: 99 -> 90 MB peak for
     `asmbpe train` on code, log T61), or back to its defaults (threads started
-    meanwhile keep the one arena). A no-op where there is no glibc mallopt."""
+    meanwhile keep the one arena; the arena limit goes back to glibc's default of 8
+    per core, as mallopt cannot unset it). A no-op where there is no glibc mallopt."""
     import ctypes
 
     try:
@@ -119,7 +120,8 @@ def _glibc_keeps_memory(keep: bool) -> None:
         return
     mallopt(_M_TRIM_THRESHOLD, (1 << 31) - 1 if keep else _GLIBC_DEFAULT_THRESHOLD)
     mallopt(_M_MMAP_THRESHOLD, _GLIBC_MAX_MMAP_THRESHOLD if keep else _GLIBC_DEFAULT_THRESHOLD)
-    mallopt(_M_ARENA_MAX, 1 if keep else 0)     # (0: glibc's own limit)
+    # glibc ignores 0, so "back" is its default limit: 8 arenas per core (64-bit)
+    mallopt(_M_ARENA_MAX, 1 if keep else 8 * (os.cpu_count() or 1))
 
 
 def give_back_freed_memory() -> None:
