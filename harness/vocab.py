@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import gzip
 import json
 import re
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +157,57 @@ def _read_maybe_gzip(path) -> bytes:
 
 def _parse_tiktoken(data: bytes, path) -> list[bytes]:
     """The tokens of a ranks file's decompressed bytes, tokens[rank]; VocabFileError at
-    the first bad line."""
+    the first bad line. A well-formed file takes the bulk path (_parse_tiktoken_fast:
+    o200k_base in 0.1 s instead of 0.3); any other goes line by line to say where it is
+    wrong."""
+    tokens = _parse_tiktoken_fast(data)
+    return tokens if tokens is not None else _parse_tiktoken_checked(data, path)
+
+
+if sys.version_info >= (3, 11):
+    _b64_strict = functools.partial(binascii.a2b_base64, strict_mode=True)
+else:                                       # (what the checked parse accepts)
+    _b64_strict = functools.partial(base64.b64decode, validate=True)
+
+
+def _parse_tiktoken_fast(data: bytes) -> Optional[list[bytes]]:
+    """tokens[rank] when every line is base64, one space and a decimal rank, the tokens
+    non-empty and distinct and the ranks 0..n-1 each once; else None. Bulk calls only:
+    the same tokens as _parse_tiktoken_checked wherever this accepts."""
+    a = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(a == 10)                          # each line's newline
+    if len(data) and data[-1:] != b"\n":
+        ends = np.append(ends, len(data))                   # (no final newline)
+    spaces = np.flatnonzero(a == 32)
+    n = len(ends)
+    if n == 0 or len(spaces) != n or not (
+            np.all(spaces < ends) and np.all(spaces[1:] > ends[:-1])):
+        return None                                         # not one space per line
+    fields = data.replace(b"\n", b" ").split(b" ")
+    b64s, digits = fields[0:2 * n:2], fields[1:2 * n:2]
+    if not b"".join(digits).isdigit():          # (ASCII digits only, as bytes.isdigit)
+        return None
+    try:
+        tokens = list(map(_b64_strict, b64s))
+        ranks = list(map(int, digits))          # (an empty field: ValueError)
+    except (binascii.Error, ValueError):
+        return None
+    if min(map(len, tokens)) == 0 or len(set(tokens)) != n:
+        return None
+    in_order = list(range(n))
+    if ranks != in_order:
+        if sorted(ranks) != in_order:
+            return None
+        by_rank: list[bytes] = [b""] * n
+        for rank, token in zip(ranks, tokens):
+            by_rank[rank] = token
+        tokens = by_rank
+    return tokens
+
+
+def _parse_tiktoken_checked(data: bytes, path) -> list[bytes]:
+    """_parse_tiktoken line by line: VocabFileError (the line's offset) at the first bad
+    line."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()                        # the file's final newline
@@ -487,7 +539,7 @@ def pair_table(v: Vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 def byte_ids(v: Vocab) -> np.ndarray:
     """uint32[256]: the id of each single byte; VocabError if one is not a token."""
-    index = _index(v)
+    index = {t: i for i, t in enumerate(v.tokens) if len(t) == 1}
     out = np.zeros(256, dtype=np.uint32)
     for b in range(256):
         i = index.get(bytes([b]))

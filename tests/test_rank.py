@@ -210,9 +210,10 @@ def test_bench_encode_with_a_published_vocabulary(tmp_path):
                "--threads", 2, "--json", out)
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
-    names = [n for n in ("tiktoken", "asmbpe", "gigatoken") if installed(n)]
+    names = [n for n in ("tiktoken", "asmbpe", "gigatoken", "bpe-openai") if installed(n)]
     assert [(row["impl"], row["threads"]) for row in rows] == [(n, t) for n in names for t in (1, 2)]
     assert all(row["ids_equal"] is True and row["docs_differ"] == 0 for row in rows), rows
+    assert all(row["load_s"] > 0 for row in rows), rows
     assert "= tiktoken" in r.output
 
 

@@ -257,6 +257,34 @@ def test_missing_rank_is_refused_at_the_end(tmp_path, ranks, missing):
     assert e.value.offset == len(data)
 
 
+def test_lines_that_misalign_the_bulk_parse_are_refused(tmp_path):
+    """One line without a space and a later one with two: as many spaces as lines, and
+    every field a valid rank or base64 if read in pairs across the lines."""
+    data = b"YQ== 0\nAAAA\n1111 2222 1\n"
+    path = tmp_path / "shifted.tiktoken"
+    path.write_bytes(data)
+    with pytest.raises(VocabFileError, match="malformed line") as e:
+        read_tiktoken(path)
+    assert e.value.offset == data.index(b"AAAA")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bulk_and_line_by_line_parses_agree(seed):
+    """harness.vocab parses a well-formed file in bulk; line by line gives the same
+    tokens (shuffled ranks, with and without the final newline)."""
+    import random
+
+    from harness import vocab as vocab_mod
+    rng = random.Random(seed)
+    tokens = list(dict.fromkeys(rng.randbytes(rng.randint(1, 12)) for _ in range(500)))
+    order = list(range(len(tokens)))
+    rng.shuffle(order)
+    data = b"\n".join(base64.b64encode(tokens[r]) + b" %d" % r for r in order)
+    data += b"\n" if seed % 2 else b""
+    fast = vocab_mod._parse_tiktoken_fast(data)
+    assert fast == tokens == vocab_mod._parse_tiktoken_checked(data, "x")
+
+
 def test_rank_order_in_the_file_is_free_and_final_newline_optional(tmp_path):
     path = tmp_path / "shuffled.tiktoken"
     path.write_bytes(b"YWI= 2\nYQ== 0\nYg== 1")
@@ -506,6 +534,20 @@ def test_pair_table_of_cl100k(encodings):
     got = pair_table(small)
     assert len(got[0]) == len(brute)
     assert {(a, b): r for a, b, _, r in zip(*(x.tolist() for x in got))} == brute
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_library_pair_table_equals_the_twin(name, encodings):
+    """harness.rank.rank_pairs (asmbpe_rank_pairs, what RankEncoder loads a rank file
+    with) gives pair_table's rows, in token order."""
+    from harness.rank import rank_pairs
+    v, _ = encodings[name]
+    offsets = np.zeros(len(v.tokens) + 1, dtype=np.uint64)
+    np.cumsum([len(t) for t in v.tokens], out=offsets[1:])
+    rows = rank_pairs(b"".join(v.tokens), offsets)
+    assert (np.diff(rows[:, 2].astype(np.int64)) >= 0).all()      # token order
+    rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+    assert np.array_equal(rows, np.stack(pair_table(v), axis=1))
 
 
 @pytest.mark.parametrize("name", ENCODINGS)

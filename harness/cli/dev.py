@@ -253,14 +253,15 @@ def ladder_bench(corpus, limit_mb, vocab_size, budget_s, json_path, plot, pretok
 @click.option("--threads", type=int, default=None,
               help="The multi-threaded setting (default: all cores); 1 thread is always run.")
 @click.option("--impl", "impls", multiple=True, metavar="NAME",
-              type=click.Choice(["asmbpe", "tiktoken", "tokenizers", "gigatoken"]),
-              help="Run only these (repeatable; default: every one installed).")
+              type=click.Choice(["asmbpe", "tiktoken", "tokenizers", "gigatoken", "bpe-openai"]),
+              help="Run only these (repeatable; default: every one installed; bpe-openai "
+                   "only with --vocab).")
 @click.option("--tokenizer", "tokenizer_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE", help="Use this tokenizer.bin instead of training one.")
 @click.option("--vocab", default=None, metavar="NAME",
               help="Instead: a published vocabulary, cl100k_base or o200k_base (from "
                    "shared/vocabs, or a path to its .tiktoken[.gz]): asmbpe's rank encoder "
-                   "against tiktoken and gigatoken, ids compared with tiktoken's.")
+                   "against tiktoken, gigatoken and bpe-openai, ids compared with tiktoken's.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               metavar="PATH", help="Also write the rows as JSON to PATH.")
 @click.option("--cluster", default=None, metavar="ADDRESS",
@@ -274,9 +275,9 @@ def ladder_bench(corpus, limit_mb, vocab_size, budget_s, json_path, plot, pretok
 @_SEPARATOR
 def encode_bench(corpus, limit_mb, vocab_size, runs, threads, impls, tokenizer_path,
                  vocab, json_path, cluster, n_shards, pretokenizer, input_path, separator):
-    """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers and gigatoken on the
-    same documents and vocabulary, at 1 thread and at all threads (MB/s, ids equal to
-    asmbpe's). With --cluster: the distributed path against one process."""
+    """Encoding speed: asmbpe vs tiktoken, Hugging Face tokenizers, gigatoken (and
+    bpe-openai with --vocab) on the same documents and vocabulary, at 1 thread and at all
+    threads (load time, MB/s, ids equal to asmbpe's). With --cluster: the distributed path against one process."""
     from ..dev.bench_encode import IMPLS, bench_encode, write_rows
 
     _check_threads(threads)

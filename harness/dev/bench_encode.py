@@ -41,13 +41,20 @@ collection off) in two ways, `runs` times each, and reports the medians:
 
 MB/s = source bytes / 1e6 / median seconds.
 
+load (`load_s`): the median, over the first passes, of the time to read the vocabulary
+file and make the encoder (`_loading()` around those statements only), plus its start
+call on 64 bytes: what a user waits for before the first document (gigatoken builds
+part of its tables on the first call).
+
 With `vocab` ("cl100k_base" or "o200k_base", from ../shared/vocabs; or a path to
 one of those .tiktoken[.gz] files) the vocabulary is that published one instead of one
 trained here: asmbpe encodes with `harness.rank.RankEncoder` (`encode_many`, u32 ids),
 tiktoken with the file and its own pattern and specials (`encode_ordinary_batch`),
 gigatoken with `Tokenizer.from_tiktoken` (which knows the file by its name: its own
-pattern for it), and tokenizers is left out (Oniguruma misreads cl100k's pattern). The
-ids are compared with tiktoken's, the truth for these files.
+pattern for it), bpe-openai (PyPI; GitHub rust-gems' linear-time encoder) with
+`get_encoding(name)`, its own bundled copy of the encoding (`encode_ordinary_batch`,
+documents as str, its thread pool of N), and tokenizers is left out (Oniguruma misreads
+cl100k's pattern). The ids are compared with tiktoken's, the truth for these files.
 
 gigatoken is fed the way it is fastest, one `gigatoken.BytesSource` holding all the
 documents with a separator byte (0xFF, never in UTF-8), for every vocabulary.
@@ -62,6 +69,7 @@ ids differ.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import importlib.util
@@ -78,16 +86,30 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+
+_LOAD = [0.0]           # seconds spent in _loading() since the worker last reset it
+
+
+@contextlib.contextmanager
+def _loading():
+    """Time the statements that load a vocabulary and make an encoder (load_s)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        _LOAD[0] += time.perf_counter() - t0
+
 SEP = b"\xff"                               # never in UTF-8 text
 
-IMPLS = ("asmbpe", "tiktoken", "tokenizers", "gigatoken")
+IMPLS = ("asmbpe", "tiktoken", "tokenizers", "gigatoken", "bpe-openai")
+OWN_VOCAB_IMPLS = IMPLS[:4]                 # (bpe-openai has only its bundled encodings)
 LABELS = {"gigatoken": "gigatoken (gpt4 pattern)"}
 MODULES = {"asmbpe": None, "tiktoken": "tiktoken", "tokenizers": "tokenizers",
-           "gigatoken": "gigatoken"}
+           "gigatoken": "gigatoken", "bpe-openai": "bpe_openai"}
 EXPECTED_TO_DIFFER = {"gigatoken"}
-ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "runs", "first_s", "first_mb_per_s",
-            "first_vs_asmbpe", "median_s", "mb_per_s", "tokens", "ids_equal", "docs_differ",
-            "vs_asmbpe")
+ROW_KEYS = ("impl", "task", "corpus", "bytes", "threads", "runs", "load_s", "first_s",
+            "first_mb_per_s", "first_vs_asmbpe", "median_s", "mb_per_s", "tokens", "ids_equal",
+            "docs_differ", "vs_asmbpe")
 
 # the files the parent writes into the worker's directory
 BLOB, TOKENIZER_BIN, TIKTOKEN_FILE, HF_FILE = ("docs.bin", "tokenizer.bin", "asmbpe.tiktoken",
@@ -111,7 +133,8 @@ def _vocab_encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vo
         from ..rank import RankEncoder
         from ..vocab import from_tiktoken
 
-        enc = RankEncoder(from_tiktoken(path))
+        with _loading():
+            enc = RankEncoder(from_tiktoken(path))
         return (lambda: enc.encode_many(docs, threads),
                 lambda r: (r[0].astype(np.uint32), r[1].astype(np.int64)),
                 lambda: enc.encode_many(tiny, threads))
@@ -126,9 +149,19 @@ def _vocab_encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vo
         from ..vocab import KNOWN_ENCODINGS
 
         known = KNOWN_ENCODINGS[vocab]
-        enc = tiktoken.Encoding(vocab, pat_str=EXACT_PATTERNS[known.pretokenizer],
-                                mergeable_ranks=load_tiktoken_bpe(str(path)),
-                                special_tokens=known.specials)
+        with _loading():
+            enc = tiktoken.Encoding(vocab, pat_str=EXACT_PATTERNS[known.pretokenizer],
+                                    mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                    special_tokens=known.specials)
+        texts = [d.decode("utf-8") for d in docs]
+        tiny_texts = [t.decode("utf-8", "replace") for t in tiny]
+        return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists,
+                lambda: enc.encode_ordinary_batch(tiny_texts, num_threads=threads))
+    if impl == "bpe-openai":
+        import bpe_openai                       # (its own copy of the encoding, bundled)
+
+        with _loading():
+            enc = bpe_openai.get_encoding(vocab)
         texts = [d.decode("utf-8") for d in docs]
         tiny_texts = [t.decode("utf-8", "replace") for t in tiny]
         return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists,
@@ -142,7 +175,8 @@ def _gigatoken(gigatoken_path: Path, pretokenizer, workdir: Path, threads: int, 
     import gigatoken
 
     kw = {} if pretokenizer is None else dict(pretokenizer=pretokenizer)
-    g = gigatoken.Tokenizer.from_tiktoken(gigatoken_path, **kw)
+    with _loading():
+        g = gigatoken.Tokenizer.from_tiktoken(gigatoken_path, **kw)
     blob = (workdir / BLOB).read_bytes()
     return (lambda: g.encode_batch(gigatoken.BytesSource([blob], separator=SEP),
                                    parallel=threads > 1),
@@ -161,7 +195,8 @@ def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vocab: s
         return _vocab_encoder(impl, workdir, docs, threads, vocab)
     tiny = [docs[0][:64]] if docs else [b""]
     if impl == "asmbpe":
-        tok = Tokenizer.load(workdir / TOKENIZER_BIN)
+        with _loading():
+            tok = Tokenizer.load(workdir / TOKENIZER_BIN)
         return (lambda: tok.encode_many(docs, threads),
                 lambda r: (r[0].astype(np.uint32), r[1].astype(np.int64)),
                 lambda: tok.encode_many(tiny, threads))
@@ -172,13 +207,15 @@ def _encoder(impl: str, workdir: Path, docs: list[bytes], threads: int, vocab: s
     if impl == "tiktoken":
         from ..export import load_tiktoken
 
-        enc = load_tiktoken(workdir / TIKTOKEN_FILE, Tokenizer.load(workdir / TOKENIZER_BIN))
+        with _loading():
+            enc = load_tiktoken(workdir / TIKTOKEN_FILE, Tokenizer.load(workdir / TOKENIZER_BIN))
         return (lambda: enc.encode_ordinary_batch(texts, num_threads=threads), _from_lists,
                 lambda: enc.encode_ordinary_batch(tiny_texts, num_threads=threads))
     if impl == "tokenizers":
         from ..export import load_hf
 
-        hf = load_hf(workdir / HF_FILE)
+        with _loading():
+            hf = load_hf(workdir / HF_FILE)
         return (lambda: hf.encode_batch_fast(texts, add_special_tokens=False),
                 lambda r: _from_lists([e.ids for e in r]),
                 lambda: hf.encode_batch_fast(tiny_texts, add_special_tokens=False))
@@ -220,12 +257,15 @@ def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str,
 
     # first passes: a new encoder object each time (loaded untimed, thread pools
     # started by a call on 64 bytes), so no cache remembers the text
-    first = []
+    first, load = [], []
     for _ in range(runs):
         result = None                           # free the last output and encoder
         encode = None
+        _LOAD[0] = 0.0
         encode, to_ids, start = _encoder(impl, workdir, docs, threads, vocab)
-        start()
+        with _loading():
+            start()
+        load.append(_LOAD[0])
         elapsed, result = timed(encode)
         first.append(elapsed)
     # the same text again through the last encoder: its caches hold the text now
@@ -236,7 +276,7 @@ def worker(impl: str, workdir: str, threads: int, runs: int, out_path: str,
         times.append(elapsed)
     flat, counts = to_ids(result)
     digest, crcs = _digests(flat, counts)
-    Path(out_path).write_text(json.dumps(dict(first=first, times=times, tokens=int(flat.size),
+    Path(out_path).write_text(json.dumps(dict(first=first, load=load, times=times, tokens=int(flat.size),
                                               digest=digest, doc_crcs=crcs)))
 
 
@@ -286,7 +326,7 @@ def _prepare(workdir: Path, docs: list[bytes], tokenizer, impls) -> dict[str, st
     return failed
 
 
-VOCAB_IMPLS = ("tiktoken", "asmbpe", "gigatoken")     # tiktoken first: the reference
+VOCAB_IMPLS = ("tiktoken", "asmbpe", "gigatoken", "bpe-openai")  # tiktoken first: the reference
 
 
 def _vocab_file(vocab: str) -> tuple[str, bytes]:
@@ -339,7 +379,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
     lib()                                           # a missing library fails first
     docs, corpus = bench_documents(corpus, limit_mb, input_path, separator)
     nbytes = sum(len(d) for d in docs)
-    impls = [i for i in (VOCAB_IMPLS if vocab else IMPLS) if i in impls]
+    impls = [i for i in (VOCAB_IMPLS if vocab else OWN_VOCAB_IMPLS) if i in impls]
     skipped = [i for i in impls if not installed(i)]
     impls = [i for i in impls if i not in skipped]
     if vocab:
@@ -379,7 +419,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
                     _run_worker(impl, workdir, t, runs, timeout, vocab)
                 row = dict(impl=impl if vocab else LABELS.get(impl, impl), task="encode",
                            corpus=corpus,
-                           bytes=nbytes, threads=t, runs=runs, first_s=None,
+                           bytes=nbytes, threads=t, runs=runs, load_s=None, first_s=None,
                            first_mb_per_s=None, first_vs_asmbpe=None, median_s=None,
                            mb_per_s=None, tokens=None, ids_equal=None, docs_differ=None,
                            vs_asmbpe=None)
@@ -392,7 +432,7 @@ def bench_encode(corpus: str, limit_mb: float, vocab_size: int, runs: int, threa
                     reference = res
                 median = statistics.median(res["times"])
                 first = statistics.median(res["first"])
-                row.update(first_s=first,
+                row.update(load_s=statistics.median(res["load"]), first_s=first,
                            first_mb_per_s=nbytes / 1e6 / first if first > 0 else None,
                            median_s=median,
                            mb_per_s=nbytes / 1e6 / median if median > 0 else None,
@@ -421,7 +461,7 @@ def _ratios(rows: list[dict]) -> None:
 
 
 def _table(rows: list[dict], out, equal_to: str = "= asmbpe") -> None:
-    head = (f"  {'impl':<26} {'threads':>7} {'first s':>8} {'MB/s':>7} {'speed/asm':>9} "
+    head = (f"  {'impl':<26} {'threads':>7} {'load s':>7} {'first s':>8} {'MB/s':>7} {'speed/asm':>9} "
             f"{'again s':>8} {'MB/s':>7} {'speed/asm':>9} {'tokens':>11} {equal_to:>13}")
     out(head)
     out("  " + "-" * (len(head) - 2))
@@ -435,9 +475,11 @@ def _table(rows: list[dict], out, equal_to: str = "= asmbpe") -> None:
                 f"no ({r['docs_differ']} docs)"
         ratio = "-" if r["vs_asmbpe"] is None else f"{r['vs_asmbpe']:.2f}x"
         first_ratio = "-" if r["first_vs_asmbpe"] is None else f"{r['first_vs_asmbpe']:.2f}x"
-        out(f"  {r['impl']:<26} {r['threads']:>7} {r['first_s']:>8.3f} "
+        out(f"  {r['impl']:<26} {r['threads']:>7} {r['load_s']:>7.3f} {r['first_s']:>8.3f} "
             f"{r['first_mb_per_s']:>7.1f} {first_ratio:>9} {r['median_s']:>8.3f} "
             f"{r['mb_per_s']:>7.1f} {ratio:>9} {r['tokens']:>11,} {eq:>13}")
+    out("  load: the vocabulary read and the encoder made and started (median of the first "
+        "passes);")
     out("  first: a new encoder object per run (its caches empty), the text encoded once, "
         "as when encoding new text; again: the same object on the same text again, "
         "so caches that keep every word seen hold all of it")

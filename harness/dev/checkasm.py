@@ -790,6 +790,54 @@ def _u32_out(n: int) -> tuple[np.ndarray, np.ndarray]:
     return full, full[MARGIN:MARGIN + n]
 
 
+@register("asmbpe_rank_pairs")
+def check_rank_pairs(ctx: Ctx) -> None:
+    """A rank file's pair table: the rows of harness.vocab.pair_table (its twin, sorted
+    here), the token bytes touching each guard page at several alignments (no byte read
+    outside them), the rows inside margins; tokens of up to 300 bytes (the crc's and the
+    compare's 8-byte steps), equal tokens (the later one found, as the twin's dict), no
+    tokens, too many tokens."""
+    from ..vocab import Vocab, pair_table
+    vocabs = [(name, v.tokens) for name, v in _rank_vocabs(ctx.rng)[:1]]
+    long_tokens = [bytes([b]) for b in range(256)]
+    for n in (8, 9, 15, 16, 17, 31, 64, 300):
+        w = texty(ctx.rng, n)
+        long_tokens += [w, w[:n // 2], w[n // 2:], w[:3], w[3:]]
+    vocabs.append(("long tokens", list(dict.fromkeys(long_tokens))))
+    vocabs.append(("equal tokens", [b"a", b"b", b"ab", b"ba", b"ab", b"aba", b"b", b"bab"]))
+    vocabs.append(("one byte", [b"x"]))
+    arena = GuardedArena(1 << 16)
+    for i, (name, tokens) in enumerate(vocabs):
+        v = Vocab(name, tokens, "gpt2", {}, None, True)
+        want = np.stack(pair_table(v), axis=1) if len(tokens) > 1 else np.zeros((0, 4))
+        offsets = np.zeros(len(tokens) + 1, dtype=np.uint64)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        blob = b"".join(tokens)
+        cap = int(offsets[-1]) - len(tokens)
+        for anchor, align in placements(len(blob), i):
+            case = f"{name}: {len(tokens)} tokens, {anchor}-anchored, align {align}"
+            ctx.on(case)
+            ptr, _ = arena.place(blob, anchor, align)
+            full = np.full((cap + 2 * MARGIN, 4), 0x99999999, dtype=np.uint32)
+            got = ctx.call("asmbpe_rank_pairs", ptr, ffi.from_buffer("uint64_t[]", offsets),
+                           len(tokens), ffi.from_buffer("uint32_t[]", full[MARGIN:]))
+            rows = full[MARGIN:MARGIN + min(got, cap)]
+            rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+            if got > cap or not np.array_equal(rows, want):
+                ctx.fail(f"asmbpe_rank_pairs: {case}: {got} rows, the twin {len(want)}")
+            elif np.any(full[:MARGIN] != 0x99999999) or np.any(full[MARGIN + got:] != 0x99999999):
+                ctx.fail(f"asmbpe_rank_pairs: {case}: wrote outside rows[0..{got})")
+    ctx.on("no tokens")
+    offsets = np.zeros(1, dtype=np.uint64)
+    if ctx.call("asmbpe_rank_pairs", 0, ffi.from_buffer("uint64_t[]", offsets), 0, 0) != 0:
+        ctx.fail("asmbpe_rank_pairs: no tokens gave rows")
+    ctx.on("2^20 tokens are refused")
+    if ctx.call("asmbpe_rank_pairs", 0, ffi.from_buffer("uint64_t[]", offsets), 1 << 20, 0) \
+            != (1 << 64) - 1:
+        ctx.fail("asmbpe_rank_pairs: 2^20 tokens, want ASMBPE_EINVAL")
+    arena.close()
+
+
 @register("asmbpe_renc_chunk")
 def check_renc_chunk(ctx: Ctx) -> None:
     """One chunk (any bytes, 1..300 and runs of 20,000: the scan and the heap) against

@@ -490,6 +490,16 @@ def bench_renc_new(env: Env) -> list[Case]:
                  batch=100, cleanup=free, keep=[t])]
 
 
+@bench("asmbpe_rank_pairs")
+def bench_rank_pairs(env: Env) -> list[Case]:
+    """The pair table of the 768-token rank vocabulary (every split of every token)."""
+    rows, _, blob, offsets = _rank_tables(env)
+    n = len(offsets) - 1
+    out = np.zeros((int(offsets[-1]) - n, 4), dtype=np.uint32)
+    return [Case(f"asmbpe_rank_pairs ({n} tokens, {len(rows)} pairs)", "asmbpe_rank_pairs",
+                 [[_ptr(blob), _ptr(offsets), n, _ptr(out)]], keep=[blob, offsets, out])]
+
+
 @bench("asmbpe_renc_free")
 def bench_renc_free(env: Env) -> list[Case]:
     made = [_rank_encoder(env) for _ in range(env.samples + WARMUP)]
