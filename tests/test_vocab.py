@@ -357,6 +357,13 @@ def _without_byte(b: int) -> dict:
     return vocab
 
 
+def _with_entry(s: str) -> dict:
+    """The minimal vocab with one more entry, s (its id after the others)."""
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    vocab.update({"ab": 256, "abc": 257, "<|end|>": 258, s: 259})
+    return vocab
+
+
 @pytest.mark.parametrize("changes, problem", [
     ({"normalizer": {"type": "NFC"}}, "normalizer NFC is not supported (asmbpe needs none)"),
     ({"model__type": "WordPiece"}, "model 'WordPiece' is not supported"),
@@ -387,6 +394,9 @@ def _without_byte(b: int) -> dict:
     ({"model__merges": [["a", "b"], ["b", "c"]]}, "makes 'bc', which is not in the vocab"),
     ({"model__merges": [["a", "q!"]]}, "names a token that is not in the vocab"),
     ({"model__merges": ["a b c"]}, "is not 'left right'"),
+    ({"model__merges": [{"a": 1, "b": 2}]}, "is not 'left right'"),
+    ({"model__vocab": _with_entry("a c")}, "has the character ' ', which is not in the byte"),
+    ({"model__vocab": _with_entry("a\u4e2d")}, "has the character '\u4e2d', which is not"),
 ])
 def test_unsupported_tokenizer_json_is_refused(tmp_path, changes, problem):
     path = _hf_json(tmp_path, **changes)
