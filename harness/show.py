@@ -145,6 +145,14 @@ class TokenStats:
         self.documents += int(documents)
         self.source_bytes += int(source_bytes)
 
+    def add_counts(self, counts: np.ndarray, tokens: int, documents: int = 0,
+                   source_bytes: int = 0) -> None:
+        """Count ids already counted (counts[id], MASKBIT stripped; TokFile.id_counts)."""
+        self.counts += counts
+        self.tokens += int(tokens)
+        self.documents += int(documents)
+        self.source_bytes += int(source_bytes)
+
     @property
     def special_tokens(self) -> int:
         return int(self.counts[np.asarray(self.special_ids, dtype=np.int64)].sum())

@@ -356,6 +356,7 @@ class TokFile:
         self.checksum = checksum    # version 2 with FLAG_CHECKSUM: the header's CRC-32
         self._starts = None if index is None else np.asarray(index, dtype=np.int64)
         self._counted = False       # check_counts done
+        self._id_counts = None      # its count of every id, when it made one
 
     @property
     def width(self) -> int:
@@ -423,6 +424,13 @@ class TokFile:
         if not self._counted:
             self._check(self.tokenizer, checksum=False)
             self._counted = True
+
+    def id_counts(self) -> np.ndarray | None:
+        """The number of times each id occurs (MASKBIT stripped; int64, one per id of
+        the tokenizer read_tok was given), from check_counts' pass over the tokens, so
+        that `asmbpe stats` reads them once; None when read without a tokenizer."""
+        self.check_counts()
+        return self._id_counts
 
     def verify(self, tokenizer: Tokenizer | None = None) -> Verified:
         """Read the whole file and check everything: check_counts' checks, with
@@ -514,6 +522,8 @@ class TokFile:
         if table is not None:
             self._check_spelled(counts, table)
             checks.append("source bytes respelled")
+            if tokenizer is self.tokenizer:
+                self._id_counts = counts
         return checks
 
     def _first_bad_id(self, table: _IdTable) -> None:
