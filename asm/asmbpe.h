@@ -186,8 +186,8 @@ void asmbpe_renc_free(asmbpe_renc *e);
 /* a rank file's pair table for asmbpe_renc_new: for every token i of 2+
  * bytes (token i is tok_bytes[tok_offsets[i], tok_offsets[i + 1]), tokens
  * distinct) and every split of its bytes into tokens a then b, the row
- * {a, b, i, i}, in token order.  rows: room for tok_offsets[n_tokens] -
- * n_tokens rows.  Returns the rows written, or ASMBPE_EINVAL (n_tokens over
+ * {a, b, i, i}, in token order.  rows: room for one row per split point
+ * (the sum of length - 1 over tokens of 2+ bytes).  Returns the rows written, or ASMBPE_EINVAL (n_tokens over
  * 2^20 - 1), ASMBPE_ENOMEM. */
 int64_t asmbpe_rank_pairs(const uint8_t *tok_bytes, const uint64_t *tok_offsets,
                           uint64_t n_tokens, uint32_t *rows);

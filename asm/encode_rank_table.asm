@@ -351,7 +351,8 @@ ct_seed_put:
 ; rows, in token order instead of sorted): for every token i of 2+ bytes
 ; (token i is tok_bytes[tok_offsets[i], tok_offsets[i + 1])) and every split
 ; of its bytes into a token a followed by a token b, the row {a, b, i, i}.
-; rows: room for tok_offsets[n] - n rows (one per split point at most).
+; rows: room for a row per split point (the sum of length - 1 over the
+; tokens of 2+ bytes; tok_offsets[n] - n when no token is empty).
 ; Of two equal tokens the later one is found.  Reads no
 ; byte outside the tokens.  Returns the rows written, or ASMBPE_EINVAL
 ; (n_tokens over RK_MAX_TOK), ASMBPE_ENOMEM (its index not mapped).
