@@ -39,7 +39,7 @@ from .tokenizer import (
     CHAT_ROLES, MASKBIT, AllowedSpecial, Document, TokenIds, Tokenizer, _doc_bytes,
     allowed_specials, encode_with_specials, identity_hash, insert_per_document, v2_body,
     v2_flags, v2_image)
-from .vocab import Vocab, VocabError
+from .vocab import Vocab, VocabError, byte_ids
 
 __all__ = ["LoadedTokenizer", "BOS_NAMES", "trained_tokenizer"]
 
@@ -59,17 +59,13 @@ class LoadedTokenizer(Tokenizer):
         self._vocab_size = vocab.n_vocab
         if self._vocab_size - 1 >= 0xFFFFFFFF:
             raise VocabError(f"{vocab.name}: id {self._vocab_size - 1} does not fit in u32")
-        index = {t: i for i, t in enumerate(vocab.tokens)}
-        missing = [b for b in range(256) if bytes([b]) not in index]
-        if missing:
-            raise VocabError(f"{vocab.name}: byte 0x{missing[0]:02x} is not a token "
-                             "(asmbpe needs all 256)")
+        byte_ids(vocab)                     # VocabError: a byte that is not a token
         if vocab.merges is None:
             self._merges = None
         else:
-            self._merges = np.array(vocab.merges, dtype=np.uint32).reshape(-1, 2)
+            self._merges = np.array(vocab.merges, dtype="<u4").reshape(-1, 2)
             self._merges.flags.writeable = False
-        self._body = v2_body(vocab)
+        self._body = v2_body(vocab, self._merges)
         self._hash = identity_hash(self._pretok.id, v2_flags(vocab), self._body)
         self._encoder = None
         self._decode_table = None

@@ -780,16 +780,18 @@ def v2_flags(vocab) -> int:
             | (V2_MERGE_IDS if vocab.merge_ids else 0))
 
 
-def v2_body(vocab) -> bytes:
+def v2_body(vocab, merges: np.ndarray | None = None) -> bytes:
     """The hashed part of a version-2 file for a harness.vocab.Vocab: token offsets,
-    token bytes, specials (by id), special names, merges. Same vocabulary, same bytes."""
-    lengths = np.fromiter((len(t) for t in vocab.tokens), dtype=np.uint64,
+    token bytes, specials (by id), special names, merges (`merges`: vocab.merges already
+    as a uint32 (n, 2) array). Same vocabulary, same bytes."""
+    lengths = np.fromiter(map(len, vocab.tokens), dtype=np.uint64,
                           count=len(vocab.tokens))
     offsets = np.zeros(len(vocab.tokens) + 1, dtype="<u8")
     np.cumsum(lengths, out=offsets[1:])
     specials = sorted((i, name.encode("utf-8")) for name, i in vocab.specials.items())
     entries = np.array([(i, len(n)) for i, n in specials], dtype="<u4").reshape(-1, 2)
-    merges = np.array(vocab.merges or [], dtype="<u4").reshape(-1, 2)
+    if merges is None:
+        merges = np.array(vocab.merges or [], dtype="<u4").reshape(-1, 2)
     return b"".join([offsets.tobytes(), *vocab.tokens, entries.tobytes(),
                      *(n for _, n in specials), merges.tobytes()])
 
