@@ -62,6 +62,12 @@ def _flags(vocab: Vocab, split: bool = True) -> int:
     return flags
 
 
+def pair_rows_room(offsets: np.ndarray) -> int:
+    """The rows asmbpe_rank_pairs may write for tokens at these offsets: one per split
+    point, the sum of length - 1 over the tokens of 2+ bytes."""
+    return int(np.maximum(np.diff(offsets.astype(np.int64)) - 1, 0).sum())
+
+
 def rank_pairs(token_bytes: bytes, offsets: np.ndarray) -> np.ndarray:
     """A rank file's pair table by the library (asmbpe_rank_pairs): uint32 rows {left,
     right, priority, result}, every split of every token into two tokens, in token order;
@@ -69,8 +75,7 @@ def rank_pairs(token_bytes: bytes, offsets: np.ndarray) -> np.ndarray:
     twentieth of its time (o200k_base: 0.06 s against 0.8). token i is
     token_bytes[offsets[i]:offsets[i + 1]], the tokens distinct (Vocab checks that)."""
     n = len(offsets) - 1
-    splits = np.maximum(np.diff(offsets.astype(np.int64)) - 1, 0).sum()  # (room: one row
-    rows = np.empty((int(splits), 4), dtype=np.uint32)                     # per split point)
+    rows = np.empty((pair_rows_room(offsets), 4), dtype=np.uint32)
     got = lib().asmbpe_rank_pairs(token_bytes, ffi.from_buffer("uint64_t[]", offsets), n,
                                   ffi.from_buffer("uint32_t[]", rows))
     if got < 0:

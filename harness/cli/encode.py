@@ -355,12 +355,9 @@ def stats(inputs, tokenizer_path, vocab_pretokenizer, top, chat, threads, separa
     try:
         for path in tok_files:
             tf = read_tok(path, tok)
-            counts = tf.id_counts()             # the header's counts checked against the
-            if counts is not None and len(counts) == st.vocab_size:     # tokens, once
-                st.add_counts(counts, tf.n_tokens)
-            else:
-                for block in tf.blocks():
-                    st.add(block, chat=tf.chat)
+            # the header's counts checked against the tokens, and every id counted, in
+            # one pass (read with tok: one count per id of tok)
+            st.add_counts(tf.id_counts(), tf.n_tokens)
             st.documents += tf.n_documents
             st.source_bytes += tf.source_bytes
         others = [p for p in files if p not in tok_files]

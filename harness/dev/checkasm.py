@@ -797,6 +797,7 @@ def check_rank_pairs(ctx: Ctx) -> None:
     outside them), the rows inside margins; tokens of up to 300 bytes (the crc's and the
     compare's 8-byte steps), equal tokens (the later one found, as the twin's dict), no
     tokens, too many tokens."""
+    from ..rank import pair_rows_room
     from ..vocab import Vocab, pair_table
     vocabs = [(name, v.tokens) for name, v in _rank_vocabs(ctx.rng)[:1]]
     long_tokens = [bytes([b]) for b in range(256)]
@@ -806,6 +807,7 @@ def check_rank_pairs(ctx: Ctx) -> None:
     vocabs.append(("long tokens", list(dict.fromkeys(long_tokens))))
     vocabs.append(("equal tokens", [b"a", b"b", b"ab", b"ba", b"ab", b"aba", b"b", b"bab"]))
     vocabs.append(("one byte", [b"x"]))
+    vocabs.append(("empty tokens", [b"", b"a", b"b", b"ab", b"", b"bab", b"ba"]))
     arena = GuardedArena(1 << 16)
     for i, (name, tokens) in enumerate(vocabs):
         v = Vocab(name, tokens, "gpt2", {}, None, True)
@@ -813,7 +815,7 @@ def check_rank_pairs(ctx: Ctx) -> None:
         offsets = np.zeros(len(tokens) + 1, dtype=np.uint64)
         np.cumsum([len(t) for t in tokens], out=offsets[1:])
         blob = b"".join(tokens)
-        cap = int(offsets[-1]) - len(tokens)
+        cap = pair_rows_room(offsets)
         for anchor, align in placements(len(blob), i):
             case = f"{name}: {len(tokens)} tokens, {anchor}-anchored, align {align}"
             ctx.on(case)

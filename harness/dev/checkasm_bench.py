@@ -494,8 +494,9 @@ def bench_renc_new(env: Env) -> list[Case]:
 def bench_rank_pairs(env: Env) -> list[Case]:
     """The pair table of the 768-token rank vocabulary (every split of every token)."""
     rows, _, blob, offsets = _rank_tables(env)
+    from ..rank import pair_rows_room
     n = len(offsets) - 1
-    out = np.zeros((int(offsets[-1]) - n, 4), dtype=np.uint32)
+    out = np.zeros((pair_rows_room(offsets), 4), dtype=np.uint32)
     return [Case(f"asmbpe_rank_pairs ({n} tokens, {len(rows)} pairs)", "asmbpe_rank_pairs",
                  [[_ptr(blob), _ptr(offsets), n, _ptr(out)]], keep=[blob, offsets, out])]
 
