@@ -36,9 +36,14 @@ struc scan_frame
     .ft:        resq 1          ; bucket bitmap of the new token
     .fp:        resq 1          ; pair-bucket bitmap of (a, b)
     .pfc:       resq 1          ; first chunk the prefetch walk has not looked at
+    .klo:       resq 1          ; the segment's first word
+    .s0:        resq 1          ; and its start
+    .pfq1:      resq 1          ; the chunk the last .pf_next found (-1: none)
+    .pfq2:      resq 1          ; the one the call before found (-1: none)
 endstruc
 %define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
 %define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
+%define PF_WC_LINES 3       ; lines of word counts prefetched per candidate chunk
 
 ; SET_CHUNK_BIT bitmap, chunk, tmp (%1 = bitmap: its address, %2 = chunk:
 ; its index, %3 = tmp: 64-bit registers): queues "set bit `chunk` of the bitmap"
@@ -156,6 +161,7 @@ flush_marks:
 %define sc_ctx  r12   ; the context
 %define sc_dm   rbx   ; this thread's delta map
 %define sc_word rbp   ; the word holding the cursor (from klo on)
+%define sc_word_d ebp ; (32-bit view)
 %define sc_w    r13   ; W
 %define sc_pos  r14   ; the cursor: next position of W to scan
 %define sc_end  r15   ; the segment's end position (the SEP before word khi)
@@ -171,11 +177,15 @@ PROC scan_segment
     RDTSC64
     mov         [rsp + scan_frame.t0], rax
     mov         qword [rsp + scan_frame.pfc], 0
+    mov         qword [rsp + scan_frame.pfq1], -1
+    mov         qword [rsp + scan_frame.pfq2], -1
     mov         rcx, [rsp + scan_frame.khi]
     cmp         sc_word, rcx
     jae         .done
     mov         rdx, [sc_ctx + tctx.ws]
     mov         sc_pos, [rdx + sc_word * 8]     ; cursor: first word's start
+    mov         [rsp + scan_frame.klo], sc_word
+    mov         [rsp + scan_frame.s0], sc_pos
     mov         sc_end, [sc_ctx + tctx.wlen]
     cmp         rcx, [sc_ctx + tctx.nw]
     jae         .have_end
@@ -310,46 +320,88 @@ PROC scan_segment
     add         rax, sc_pos                     ; p
     cmp         rax, sc_end
     jae         .done
-    mov         rdx, [sc_ctx + tctx.ws]         ; last word k with WS[k] <= p:
-    mov         rcx, [rsp + scan_frame.khi]     ; gallop from the cursor's word,
-    mov         r8, rax                         ; or from the last word that
-    shr         r8, CHUNK_SHIFT                 ; starts before p's chunk when
-    mov         r9, [sc_ctx + tctx.cw]          ; that is further on (both are
-    mov         r8d, [r9 + r8 * 4]              ; <= p's word, < khi), then
-    cmp         r8, sc_word                     ; bisect the last step
-    cmova       sc_word, r8
-    mov         r8d, 1
-.gallop:
-    lea         r9, [sc_word + r8]
-    cmp         r9, rcx
-    jae         .bsearch
-    cmp         [rdx + r9 * 8], rax
-    ja          .gallop_done
-    mov         sc_word, r9
-    add         r8, r8
-    jmp         .gallop
-.gallop_done:
-    mov         rcx, r9
-.bsearch:
-    lea         r8, [sc_word + 1]
+    ; p's word, from W alone: k = tctx.cw[p's chunk] (the last word starting
+    ; at or before the chunk's first position cs) + the word starts in
+    ; (cs, p], a start being a token after a SEP (words hold no SEP; rewrites
+    ; pad their tails with SEP, still before the next start).  The chunk's W
+    ; lines are in L1: no search of WS (its lines were the scan's worst
+    ; misses).  Where the chunk begins in the segment before (cs < s0, the
+    ; segment's first start), k = klo + the starts in (s0, p]: positions of
+    ; other segments are never counted, as their threads rewrite them now.
+    ; Blocks of 64 bytes from lo = max(cs, s0), TW mask bits per position.
+    mov         rdi, rax                        ; p
+    mov         r8, rax
+    and         r8, -(1 << CHUNK_SHIFT)         ; cs
+    mov         rcx, [sc_ctx + tctx.cw]
+    mov         rdx, rax
+    shr         rdx, CHUNK_SHIFT
+    mov         sc_word_d, [rcx + rdx * 4]      ; k = tctx.cw[cs >> CHUNK_SHIFT]
+    mov         rcx, [rsp + scan_frame.s0]
     cmp         r8, rcx
-    jae         .found
-    lea         r8, [sc_word + rcx]
-    shr         r8, 1
-    cmp         [rdx + r8 * 8], rax
-    ja          .go_left
-    mov         sc_word, r8
-    jmp         .bsearch
-.go_left:
+    jae         .ws_lo
+    mov         r8, rcx                         ; lo = s0
+    mov         sc_word, [rsp + scan_frame.klo] ; k = klo
+.ws_lo:
     mov         rcx, r8
-    jmp         .bsearch
-.found:
+    and         r8, -(64 / TW)                  ; lo's block
+    sub         rcx, r8
+    inc         rcx
+    shl         rcx, TSH                        ; the bits of positions <= lo
+    mov         rdx, -1
+    bzhi        rdx, rdx, rcx
+    not         rdx
+    vmovq       xmm6, rdx                       ; (kept: the first block's)
+    xor         r9d, r9d                        ; start bits so far
+    xor         r10d, r10d                      ; SEP bits of the position
+    xor         esi, esi                        ; before the block (none)
+    vpcmpeqd    ymm7, ymm7, ymm7                ; SEP in every lane
+.ws_block:
+    VPCMPEQT    ymm4, ymm7, [sc_w + r8 * TW]
+    VPCMPEQT    ymm5, ymm7, [sc_w + r8 * TW + 32]
+    vpmovmskb   ecx, ymm4
+    vpmovmskb   edx, ymm5
+    shl         rdx, 32
+    or          rcx, rdx                        ; M: SEP lanes' bits
+    mov         rdx, rcx
+    shl         rdx, TW
+    or          rdx, r10                        ; SEP before each position
+    mov         r10, rcx
+    shr         r10, 64 - TW                    ; (the next block's carry)
+    andn        rdx, rcx, rdx                   ; starts: a token after a SEP
+    vmovq       rcx, xmm6
+    and         rdx, rcx                        ; after lo
+    vpcmpeqd    xmm6, xmm6, xmm6                ; (later blocks: all)
+    mov         r11, rdi
+    sub         r11, r8                         ; p - the block's first
+    cmp         r11, 64 / TW
+    jae         .ws_whole
+    inc         r11
+    shl         r11, TSH
+    bzhi        rdx, rdx, r11                   ; at or before p
+.ws_whole:
+    popcnt      r11, rdx
+    add         r9, r11
+    test        rdx, rdx
+    jz          .ws_next
+    bsr         r11, rdx
+    shr         r11, TSH
+    lea         rsi, [r8 + r11]                 ; the last start so far
+.ws_next:
+    add         r8, 64 / TW
+    cmp         r8, rdi
+    jbe         .ws_block
     vzeroupper                                  ; calls ahead
-    mov         rsi, [rdx + sc_word * 8]        ; s
-    mov         [rsp + scan_frame.s], rsi
-    mov         rdx, [sc_ctx + tctx.wc]
+    shr         r9, TSH                         ; the starts in (lo, p]
+    add         sc_word, r9                     ; k
+    mov         rdx, [sc_ctx + tctx.wc]         ; its count, loaded early
     mov         rcx, [rdx + sc_word * 8]
     mov         [rsp + scan_frame.c], rcx
+    test        r9, r9
+    jnz         .found                          ; s: the last start, or the
+    mov         rdx, [sc_ctx + tctx.ws]         ; word began at or before lo
+    mov         rsi, [rdx + sc_word * 8]
+.found:
+    mov         [rsp + scan_frame.s], rsi
     mov         rax, rsi
 .find_end:
     cmp         TWORD [sc_w + rax * TW], SEP
@@ -580,6 +632,25 @@ PROC scan_segment
 %endrep
     mov         rdx, [sc_ctx + tctx.cw]
     prefetcht0  [rdx + rax * 4]
+    mov         rcx, [rsp + 8 + scan_frame.pfq2]
+    mov         rsi, [rsp + 8 + scan_frame.pfq1]
+    mov         [rsp + 8 + scan_frame.pfq2], rsi
+    mov         [rsp + 8 + scan_frame.pfq1], rax
+    test        rcx, rcx                        ; the chunk found two calls
+    js          .pf_counted                     ; ago: its tctx.cw entries are
+    mov         esi, [rdx + rcx * 4]            ; in by now; prefetch the
+    mov         edi, [rdx + rcx * 4 + 4]        ; counts of its words (at most
+    mov         rdx, [sc_ctx + tctx.wc]         ; PF_WC_LINES lines), which
+    lea         rsi, [rdx + rsi * 8]            ; a hit there reads first
+    lea         rdi, [rdx + rdi * 8]
+    and         rsi, -64
+%rep PF_WC_LINES
+    cmp         rsi, rdi
+    ja          .pf_counted
+    prefetcht0  [rsi]
+    add         rsi, 64
+%endrep
+.pf_counted:
     inc         rax
 .pf_stop:
     mov         [rsp + 8 + scan_frame.pfc], rax
@@ -599,6 +670,7 @@ ENDPROC
 %undef  sc_ctx
 %undef  sc_dm
 %undef  sc_word
+%undef  sc_word_d
 %undef  sc_w
 %undef  sc_pos
 %undef  sc_end
