@@ -158,6 +158,20 @@ flush_marks:
     and         %1, [%7 + %4 * 8]
 %endmacro
 
+; FOUND n (a 64-bit register, kept): dmap.found += the word's count x n
+; occurrences of (a, b); published every FOUND_BATCH words.  Needs rbx =
+; delta map, r12 = ctx; clobbers rax.
+%macro FOUND 1
+    mov         rax, [rsp + scan_frame.c]
+    imul        rax, %1
+    add         [rbx + dmap.found], rax
+    inc         qword [rbx + dmap.nfound]
+    test        qword [rbx + dmap.nfound], FOUND_BATCH - 1
+    jnz         %%unpublished
+    call        publish_found
+%%unpublished:
+%endmacro
+
 %define sc_ctx  r12   ; the context
 %define sc_dm   rbx   ; this thread's delta map
 %define sc_word rbp   ; the word holding the cursor (from klo on)
@@ -390,7 +404,6 @@ PROC scan_segment
     add         r8, 64 / TW
     cmp         r8, rdi
     jbe         .ws_block
-    vzeroupper                                  ; calls ahead
     shr         r9, TSH                         ; the starts in (lo, p]
     add         sc_word, r9                     ; k
     mov         rdx, [sc_ctx + tctx.wc]         ; its count, loaded early
@@ -403,19 +416,30 @@ PROC scan_segment
 .found:
     mov         [rsp + scan_frame.s], rsi
     mov         rax, rsi
-.find_end:
-    cmp         TWORD [sc_w + rax * TW], SEP
-    je          .have_e
-    inc         rax
+.find_end:                                      ; e: its first SEP
+    VPCMPEQT    ymm4, ymm7, [sc_w + rax * TW]   ; (W_TAIL SEPs follow the
+    vpmovmskb   ecx, ymm4                       ; last word: in bounds)
+    test        ecx, ecx
+    jnz         .sep_found
+    add         rax, 32 / TW
     jmp         .find_end
+.sep_found:
+    vzeroupper                                  ; calls ahead
+    tzcnt       ecx, ecx
+    shr         ecx, TSH
+    add         rax, rcx
 .have_e:
     mov         [rsp + scan_frame.e], rax
-    ; occurrences of (a, b) in the old word, overlapping as counted:
-    ; remaining -= count x occurrences
-    mov         r10, [rsp + scan_frame.s]
-    xor         r11d, r11d
+    ; occurrences of (a, b) in the old word, overlapping as counted, leave
+    ; tctx.remain (FOUND): for a != b they cannot overlap, so they are the
+    ; rewrite's replacements, counted after it; for a == b they are counted
+    ; here, before the rewrite.
     mov         r8d, [sc_ctx + tctx.a]          ; (ids: a u32 is enough)
     mov         r9d, [sc_ctx + tctx.b]
+    cmp         r8d, r9d
+    jne         .unpublished
+    mov         r10, [rsp + scan_frame.s]
+    xor         r11d, r11d
 .occ:
     lea         rax, [r10 + 1]
     cmp         rax, [rsp + scan_frame.e]
@@ -429,13 +453,7 @@ PROC scan_segment
     inc         r10
     jmp         .occ
 .occ_done:
-    mov         rax, [rsp + scan_frame.c]
-    imul        rax, r11
-    add         [sc_dm + dmap.found], rax
-    inc         qword [sc_dm + dmap.nfound]
-    test        qword [sc_dm + dmap.nfound], FOUND_BATCH - 1
-    jnz         .unpublished
-    call        publish_found
+    FOUND       r11
 .unpublished:
 %define sc_rd     r10   ; the rewrite: position read (the .mark loops: position marked)
 %define sc_wr     r11   ; position written
@@ -565,6 +583,11 @@ PROC scan_segment
     inc         sc_rd
     jmp         .mark
 .marked:
+    mov         eax, [sc_ctx + tctx.a]
+    cmp         eax, [sc_ctx + tctx.b]
+    je          .counted                        ; (a == b: before the rewrite)
+    FOUND       sc_nrep
+.counted:
     add         [sc_dm + dmap.repl], sc_nrep
     add         [sc_dm + dmap.dead], sc_nrep    ; each replacement frees a slot
     inc         qword [sc_dm + dmap.words]
