@@ -1,15 +1,15 @@
-"""The one place that loads the assembly: cffi cdef from the package's asmbpe.h
-(build.py's copy of asm/asmbpe.h), dlopen of the package's libasmbpe.so, and the
-CPU check.  Nothing outside the installed package is read, except by the
-development tools: checkasm_lib() loads build/libasmbpe_test.so and declares
-asm/test/asmbpe_test.h from a source checkout."""
+"""The one place that loads the assembly: the declarations of asm/asmbpe.h (from
+the package's _ffi.py, which build.py generates with cffi so that no C is parsed
+at run time; from the package's copy of the header, asmbpe.h, where a build has no
+_ffi.py), dlopen of the package's libasmbpe.so, and the CPU check.  Nothing outside
+the installed package is read, except by the development tools: checkasm_lib()
+loads build/libasmbpe_test.so and declares asm/test/asmbpe_test.h from a source
+checkout."""
 from __future__ import annotations
 
 import functools
 import re
 from pathlib import Path
-
-from cffi import FFI
 
 from .errors import AsmbpeError
 
@@ -42,9 +42,14 @@ def _cdef_source(path: Path) -> str:
     return "\n".join(line for line in text.splitlines() if not re.match(r"\s*#", line))
 
 
-ffi = FFI()
-if HEADER.exists():
-    ffi.cdef(_cdef_source(HEADER))
+try:
+    from ._ffi import ffi           # parsed by build.py (out-of-line ABI mode)
+except ImportError:                 # a build without it: parse the header copy here
+    from cffi import FFI
+
+    ffi = FFI()
+    if HEADER.exists():
+        ffi.cdef(_cdef_source(HEADER))
 
 
 def _open(path: Path):
@@ -68,14 +73,25 @@ def lib():
     return handle
 
 
+def fn_address(handle, name: str):
+    """The address of function `name` of a loaded library (lib() or checkasm_lib(),
+    whichever FFI declared it), as a `void *` for the trampolines."""
+    return ffi.cast("void *", getattr(handle, name))
+
+
 @functools.cache
 def checkasm_lib():
     """The test-only libasmbpe_test.so (checked-call trampoline, bench trampoline,
-    barrier torture test) of a source checkout, its declarations added to ffi."""
+    barrier torture test) of a source checkout, declared by an FFI of its own (its
+    header has functions and enums of plain C types only, which cffi shares between
+    FFI objects: `ffi`'s buffers and casts pass to it as they are)."""
     lib()
     if not TEST_HEADER.exists() or not TEST_LIB_PATH.exists():
         raise LibraryError(
             f"the test library is not built: run `python build.py` in a source checkout "
             f"(it is not part of an installed wheel); looked for {TEST_LIB_PATH}")
-    ffi.cdef(_cdef_source(TEST_HEADER))
-    return ffi.dlopen(str(TEST_LIB_PATH))
+    from cffi import FFI
+
+    test_ffi = FFI()
+    test_ffi.cdef(_cdef_source(TEST_HEADER))
+    return test_ffi.dlopen(str(TEST_LIB_PATH))

@@ -9,14 +9,14 @@ import numpy as np
 
 from cli_util import invoke
 from harness.dev import checkasm_bench as cb
-from harness._lib import HEADER, checkasm_lib, ffi, lib
+from harness._lib import HEADER, checkasm_lib, ffi, fn_address, lib
 from harness.buffers import Padded
 
 
 def _bench_call(name, sets, samples, per_sample=1, rets=True):
     T = checkasm_lib()
     handle = lib() if hasattr(lib(), name) else T
-    fn = ffi.cast("void *", ffi.addressof(handle, name))
+    fn = fn_address(handle, name)
     args = np.zeros((len(sets), 8), dtype=np.uint64)
     for i, s in enumerate(sets):
         args[i, :len(s)] = s

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.dev import checkasm
-from harness._lib import ffi, lib, checkasm_lib
+from harness._lib import checkasm_lib, ffi, fn_address, lib
 from harness.buffers import PAD, GuardedArena
 
 BROKEN = {1: "rbx", 2: "rbp", 3: "r12", 4: "r13", 5: "r14", 6: "r15",
@@ -16,7 +16,7 @@ BROKEN = {1: "rbx", 2: "rbp", 3: "r12", 4: "r13", 5: "r14", 6: "r15",
 
 def _checked(what: int) -> tuple[int, int]:
     T = checkasm_lib()
-    fn = ffi.cast("void *", ffi.addressof(T, "asmbpe_test_misbehave"))
+    fn = fn_address(T, "asmbpe_test_misbehave")
     args = ffi.new("uint64_t[10]", [what] + [0xDEADBEEF00000000] * 9)
     fill = ffi.new("uint64_t[6]", [0x1111111111111111 * (i + 1) for i in range(6)])
     ret = ffi.new("uint64_t *")

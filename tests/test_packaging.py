@@ -73,7 +73,7 @@ def test_wheel_is_a_platform_wheel_with_the_library(dists):
         names = set(z.namelist())
         wheel_meta = z.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
     assert "Root-Is-Purelib: false" in wheel_meta
-    for need in ("harness/libasmbpe.so", "harness/asmbpe.h", "harness/py.typed",
+    for need in ("harness/libasmbpe.so", "harness/asmbpe.h", "harness/_ffi.py", "harness/py.typed",
                  "harness/_lib.py"):
         assert need in names, need
     assert not any("libasmbpe_test" in n or n.startswith("asm/") for n in names), sorted(names)

@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import twin
-from .._lib import ffi, lib, checkasm_lib
+from .._lib import checkasm_lib, ffi, fn_address, lib
 from ..buffers import PAD, GuardedArena, Padded
 
 REG_BITS = [(1, "rbx"), (2, "rbp"), (4, "r12"), (8, "r13"), (16, "r14"), (32, "r15"),
@@ -84,7 +84,7 @@ class Ctx:
 
     def call(self, name: str, *args) -> int:
         """fn(*args) through the checked-call trampoline; returns rax (uint64)."""
-        fn = ffi.cast("void *", ffi.addressof(self.L, name))
+        fn = fn_address(self.L, name)
         if len(args) > 10:
             raise ValueError("the trampoline passes at most 10 arguments")
         for i in range(10):

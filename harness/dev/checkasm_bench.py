@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._lib import ROOT, checkasm_lib, ffi, lib
+from .._lib import ROOT, checkasm_lib, ffi, fn_address, lib
 from ..buffers import Padded
 
 SAMPLES = 1000              # timed samples per case (dav1d: 4096, x264: 2000)
@@ -621,7 +621,7 @@ def _sample(fn_ptr, sets: list, samples: int, per_sample: int, want_rets: bool):
 def _symbol(name: str):
     for handle in (lib(), checkasm_lib()):
         try:
-            return ffi.cast("void *", ffi.addressof(handle, name))
+            return fn_address(handle, name)
         except (AttributeError, KeyError):
             continue
     raise KeyError(name)

@@ -590,11 +590,11 @@ def _callgrind_worker(path: str) -> None:
         # through the test library's trampoline: callgrind loses the call libffi makes
         # (its stack switch), so a function Python calls directly has its own body
         # counted under ffi_call_int; one real `call` further in, it gets its name
-        from .._lib import checkasm_lib, ffi, lib
+        from .._lib import checkasm_lib, ffi, fn_address, lib
         from ..buffers import Padded
 
         L, T = lib(), checkasm_lib()
-        fn = ffi.cast("void *", ffi.addressof(L, "asmbpe_split_offsets"))
+        fn = fn_address(L, "asmbpe_split_offsets")
         cap = 1 << 16
         out = np.empty(cap, dtype=np.uint64)
         args = np.zeros(8, dtype=np.uint64)
