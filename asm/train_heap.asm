@@ -13,7 +13,8 @@ section .text
 
 ;=============================================================================
 ; heap: entries struc hent {u64 count, u64 P}; the best is the highest count,
-; then the smallest P (JBETTER, train.inc).
+; then the smallest P (JBETTER, train.inc); 4-ary, entry i at tctx.h +
+; HEAP_OFF + 16 i (train.inc: a node's children share a line).
 ;=============================================================================
 
 ; tr_heap_push: rdi = ctx, rsi = count, rdx = P.  Clobbers rax, rcx, r8-r11.
@@ -25,7 +26,8 @@ section .text
 %define hp_par  r9    ; the hole's parent
 PROC tr_heap_push
     mov         hp_hole, [hp_ctx + tctx.hn]
-    cmp         hp_hole, [hp_ctx + tctx.hcap]
+    lea         rcx, [hp_hole + HEAP_ROOM]
+    cmp         rcx, [hp_ctx + tctx.hcap]
     jb          .room
     push        rsi
     push        rdx
@@ -45,13 +47,14 @@ PROC tr_heap_push
     mov         hp_hole, [hp_ctx + tctx.hn]
 .room:
     mov         hp_ent, [hp_ctx + tctx.h]
+    add         hp_ent, HEAP_OFF
     lea         rcx, [hp_hole + 1]
     mov         [hp_ctx + tctx.hn], rcx
 .up:
     test        hp_hole, hp_hole
     jz          .place
     lea         hp_par, [hp_hole - 1]
-    shr         hp_par, 1                       ; parent
+    shr         hp_par, 2                       ; parent
     mov         r10, hp_par
     shl         r10, 4
     mov         r11, [hp_ent + r10 + hent.count]
@@ -81,69 +84,64 @@ ENDPROC
 %undef  hp_ent
 %undef  hp_par
 
-; tr_heap_pop: rdi = ctx (HN > 0).  Removes the top.  Clobbers rax, rcx, rdx,
-; rsi, r8-r11.
+; tr_heap_pop: rdi = ctx (HN > 0).  Removes the top: the last entry sinks
+; from the root, each step to the best of the hole's (up to 4) children.
+; Clobbers rax, rcx, rdx, rsi, r8-r11.
 %define hq_ent   r8    ; the entries
-%define hq_n     r9    ; entries left
+%define hq_end   r9    ; the entries' end (a byte offset: 16 x entries left)
 %define hq_cnt   rsi   ; count of the entry sinking from the top (the last one)
-%define hq_child r10   ; the hole's best child (an entry index)
-%define hq_coff  r11   ; its byte offset
+%define hq_bcnt  r10   ; the best child's count
+%define hq_best  r11   ; and its byte offset
+; HQ_CHILD k: child k (1..3) of the hole (rax: its byte offset), when there
+; is one, becomes the best if better.  Clobbers rcx, rbx.
+%macro HQ_CHILD 1
+    lea         rcx, [rax * 4 + 16 + %1 * 16]
+    cmp         rcx, hq_end
+    jae         .chosen
+    mov         rbx, [hq_ent + rcx + hent.pair]
+    JBETTER     [hq_ent + rcx + hent.count], hq_bcnt, rbx, [hq_ent + hq_best + hent.pair], %%better
+    jmp         %%kept
+%%better:
+    mov         hq_best, rcx
+    mov         hq_bcnt, [hq_ent + rcx + hent.count]
+%%kept:
+%endmacro
 PROC tr_heap_pop
+    push        rbx
     mov         hq_ent, [rdi + tctx.h]
-    mov         hq_n, [rdi + tctx.hn]
-    dec         hq_n
-    mov         [rdi + tctx.hn], hq_n
-    mov         rax, hq_n
-    shl         rax, 4
-    mov         hq_cnt, [hq_ent + rax + hent.count] ; the last entry sinks from 0
-    mov         rdx, [hq_ent + rax + hent.pair]  ; (and its P in rdx)
-    xor         eax, eax                        ; rax: the hole (an entry index)
+    add         hq_ent, HEAP_OFF
+    mov         hq_end, [rdi + tctx.hn]
+    dec         hq_end
+    mov         [rdi + tctx.hn], hq_end
+    shl         hq_end, 4
+    mov         hq_cnt, [hq_ent + hq_end + hent.count] ; the last entry sinks from 0
+    mov         rdx, [hq_ent + hq_end + hent.pair]  ; (and its P in rdx)
+    xor         eax, eax                        ; rax: the hole (a byte offset)
 .down:
-    lea         hq_child, [rax * 2 + 1]         ; left child
-    cmp         hq_child, hq_n
+    lea         hq_best, [rax * 4 + 16]         ; its first child: (4i + 1) x 16
+    cmp         hq_best, hq_end
     jae         .place
-    mov         hq_coff, hq_child
-    shl         hq_coff, 4
-    lea         rcx, [hq_child + 1]
-    cmp         rcx, hq_n
-    jae         .one_child
-    mov         rcx, [hq_ent + hq_coff + hent.count + hent_size]
-    push        rax
-    mov         rax, [hq_ent + hq_coff + hent.pair + hent_size]
-    JBETTER     rcx, [hq_ent + hq_coff + hent.count], rax, [hq_ent + hq_coff + hent.pair], .right
-    pop         rax
-    jmp         .one_child
-.right:
-    pop         rax
-    inc         hq_child
-    add         hq_coff, hent_size
-.one_child:
-    mov         rcx, [hq_ent + hq_coff + hent.count]
-    push        rax
-    mov         rax, [hq_ent + hq_coff + hent.pair]
-    JBETTER     rcx, hq_cnt, rax, rdx, .move_down
-    pop         rax
+    mov         hq_bcnt, [hq_ent + hq_best + hent.count]
+    HQ_CHILD    1
+    HQ_CHILD    2
+    HQ_CHILD    3
+.chosen:
+    mov         rcx, [hq_ent + hq_best + hent.pair]
+    JBETTER     hq_bcnt, hq_cnt, rcx, rdx, .move_down
     jmp         .place
 .move_down:
-    mov         rcx, rax                        ; child's pair
-    pop         rax
-    push        rdx
-    mov         rdx, rax
-    shl         rdx, 4
-    mov         [hq_ent + rdx + hent.pair], rcx
-    mov         rcx, [hq_ent + hq_coff + hent.count]
-    mov         [hq_ent + rdx + hent.count], rcx
-    pop         rdx
-    mov         rax, hq_child
+    mov         [hq_ent + rax + hent.count], hq_bcnt
+    mov         [hq_ent + rax + hent.pair], rcx
+    mov         rax, hq_best
     jmp         .down
 .place:
-    shl         rax, 4
     mov         [hq_ent + rax + hent.count], hq_cnt
     mov         [hq_ent + rax + hent.pair], rdx
+    pop         rbx
     ret
 ENDPROC
 %undef  hq_ent
-%undef  hq_n
+%undef  hq_end
 %undef  hq_cnt
-%undef  hq_child
-%undef  hq_coff
+%undef  hq_bcnt
+%undef  hq_best

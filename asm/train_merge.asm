@@ -85,8 +85,8 @@ PROC choose
     cmp         qword [ch_ctx + tctx.hn], 0
     je          .done
     mov         rax, [ch_ctx + tctx.h]
-    mov         ch_cnt, [rax + hent.count]
-    mov         ch_pair, [rax + hent.pair]
+    mov         ch_cnt, [rax + HEAP_OFF + hent.count]
+    mov         ch_pair, [rax + HEAP_OFF + hent.pair]
     mov         rdi, ch_ctx
     mov         rsi, ch_pair
     call        pt_get
