@@ -291,12 +291,6 @@ PROC scan_segment
     cmp         rax, sc_end
     cmova       rax, sc_end
     mov         [rsp + scan_frame.cend], rax    ; end of this chunk's scan
-    mov         rax, [sc_ctx + tctx.cw]         ; (prefetched) the chunk's
-    mov         eax, [rax + rsi * 4]            ; first word: its start and
-    mov         rdx, [sc_ctx + tctx.ws]         ; count, which a hit here
-    prefetcht0  [rdx + rax * 8]                 ; will read
-    mov         rdx, [sc_ctx + tctx.wc]
-    prefetcht0  [rdx + rax * 8]
     inc         rsi                             ; keep PF_DIST candidates
     cmp         [rsp + scan_frame.pfc], rsi     ; ahead: start over past
     jae         .pf_one                         ; this chunk, or take one
