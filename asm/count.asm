@@ -284,8 +284,9 @@ count_worker:
     mov         rcx, [rsp + cw_frame.tid]
     mov         rdi, [cw_ctx + cctx.tables + rcx * 8]
     ; fast path: the first slot probed already holds this word of <= 8
-    ; bytes (keys are text pointers: compare the 8 bytes ending at the end)
-    cmp         rdx, 8
+    ; bytes: the same hash and length are the same bytes (KEY_IN_HASH), so
+    ; the key, a pointer into text read long ago, is not read
+    cmp         rdx, KEY_IN_HASH
     ja          .insert
     mov         rax, [rdi + wtab.mask]
     and         rax, r8
@@ -295,17 +296,8 @@ count_worker:
     jne         .insert
     cmp         [rax + slot.len], rdx
     jne         .insert
-    cmp         qword [rax + slot.count], 0        ; an emptied slot: its key
-    je          .insert                         ; points into freed text
-    mov         r9, [rax + slot.key]
-    mov         r10, [r9 + rdx - 8]
-    xor         r10, [rsi + rdx - 8]
-    lea         ecx, [edx * 8]
-    neg         ecx
-    add         ecx, 64                         ; (8 - len) * 8
-    shrx        r10, r10, rcx
-    test        r10, r10
-    jnz         .insert
+    cmp         qword [rax + slot.count], 0        ; an emptied slot
+    je          .insert
     inc         qword [rax + slot.count]
     inc         qword [rdi + wtab.total]
     jmp         .skip

@@ -154,6 +154,8 @@ par_insert:
     jne         .next
     cmp         [rdx + slot.len], pi_len_d
     jne         .next
+    cmp         pi_len, KEY_IN_HASH             ; (the same bytes: HASH_BYTES)
+    jbe         .same
     mov         [rsp], rdx
     mov         rsi, [rdx + slot.key]           ; its bytes: in the text (state
     cmp         dword [rdx + slot.state], 0     ; 1), or at this offset of the
@@ -166,6 +168,7 @@ par_insert:
     mov         rdx, [rsp]
     test        eax, eax
     jz          .next
+.same:
     lock add    [rdx + slot.count], pi_count
     xor         eax, eax
     jmp         .ret

@@ -156,6 +156,9 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     jne         .next
     cmp         [rax + slot.len], ti_len
     jne         .next
+    mov         rcx, rax
+    cmp         ti_len, KEY_IN_HASH             ; (the same bytes: HASH_BYTES)
+    jbe         .found
     mov         [rsp], rax
     mov         rdi, ti_key
     mov         rsi, [rax + slot.key]
