@@ -40,6 +40,7 @@ struc scan_frame
     .s0:        resq 1          ; and its start
     .pfq1:      resq 1          ; the chunk the last .pf_next found (-1: none)
     .pfq2:      resq 1          ; the one the call before found (-1: none)
+    .mlo:       resq 1          ; (.rw_done: the first position to mark)
 endstruc
 %define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
 %define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
@@ -542,17 +543,40 @@ PROC scan_segment
     inc         sc_wr
     jmp         .rw
 .rw_done:
-    mov         rax, [rsp + scan_frame.s]       ; a word across a chunk
-    shr         rax, CHUNK_SHIFT                ; boundary: its tokens may
-    mov         rcx, [rsp + scan_frame.e]       ; have moved to the chunk
-    dec         rcx                             ; before: mark them all
+    ; a word across a chunk boundary B: the tokens and pairs that moved from
+    ; B on to before it must be marked in the chunk before.  A token or pair
+    ; moves back by at most the word's replacements, so those are the ones
+    ; now in [B - nrep, B) (the new ones are marked already); a word across
+    ; two boundaries or more is marked whole.  Tokens below r9, pairs
+    ; starting below r8 (flush_marks keeps both).
+    mov         rax, [rsp + scan_frame.s]
+    shr         rax, CHUNK_SHIFT
+    mov         rcx, [rsp + scan_frame.e]
+    dec         rcx
     shr         rcx, CHUNK_SHIFT
     cmp         rax, rcx
-    je          .marked
-    mov         sc_rd, [rsp + scan_frame.s]     ; its pairs too
+    je          .marked                         ; within one chunk
+    mov         r9, sc_wr                       ; tokens below min(wr, B)
+    mov         rdx, [rsp + scan_frame.s]       ; from max(s, B - nrep)
+    inc         rax
+    cmp         rax, rcx
+    jb          .mark_from                      ; (two boundaries or more)
+    shl         rax, CHUNK_SHIFT                ; B
+    cmp         r9, rax
+    cmova       r9, rax
+    mov         rdx, rax
+    sub         rdx, sc_nrep                    ; (>= 0: B >= 128 > nrep)
+    cmp         rdx, [rsp + scan_frame.s]
+    jae         .mark_from
+    mov         rdx, [rsp + scan_frame.s]
+.mark_from:
+    mov         [rsp + scan_frame.mlo], rdx
+    lea         r8, [sc_wr - 1]                 ; pairs below min(wr - 1, r9)
+    cmp         r8, r9
+    cmova       r8, r9
+    mov         sc_rd, rdx
 .mark_pairs:
-    lea         rax, [sc_rd + 1]
-    cmp         rax, sc_wr
+    cmp         sc_rd, r8
     jae         .pairs_marked
     LDT         ecx, [sc_w + sc_rd * TW]
     shl         rcx, PSHIFT
@@ -563,9 +587,9 @@ PROC scan_segment
     inc         sc_rd
     jmp         .mark_pairs
 .pairs_marked:
-    mov         sc_rd, [rsp + scan_frame.s]
+    mov         sc_rd, [rsp + scan_frame.mlo]
 .mark:
-    cmp         sc_rd, sc_wr
+    cmp         sc_rd, r9
     jae         .marked
     LDT         ecx, [sc_w + sc_rd * TW]
     and         ecx, FILT_MASK
