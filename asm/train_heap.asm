@@ -84,6 +84,8 @@ ENDPROC
 %undef  hp_ent
 %undef  hp_par
 
+%define HEAP_PF_LINES 4     ; lines prefetched a level ahead: the hole's
+                            ; grandchildren, 4 x 4 entries
 ; tr_heap_pop: rdi = ctx (HN > 0).  Removes the top: the last entry sinks
 ; from the root, each step to the best of the hole's (up to 4) children.
 ; Clobbers rax, rcx, rdx, rsi, r8-r11.
@@ -121,6 +123,13 @@ PROC tr_heap_pop
     lea         hq_best, [rax * 4 + 16]         ; its first child: (4i + 1) x 16
     cmp         hq_best, hq_end
     jae         .place
+    lea         rcx, [rax * 8]                  ; the lines of its children's
+    lea         rcx, [hq_ent + rcx * 2 + 80]    ; children (16 o + 80: four
+%assign hq_line 0                               ; lines, one per child; a
+%rep HEAP_PF_LINES                              ; prefetch never faults), read
+    prefetcht0  [rcx + hq_line]                 ; at the next level: their
+%assign hq_line hq_line + 64                    ; loads overlap this one
+%endrep
     mov         hq_bcnt, [hq_ent + hq_best + hent.count]
     HQ_CHILD    1
     HQ_CHILD    2
