@@ -52,10 +52,17 @@ except ImportError:                 # a build without it: parse the header copy 
         ffi.cdef(_cdef_source(HEADER))
 
 
+def _dlopen(an_ffi, path: Path):
+    """path loaded for good: RTLD_NODELETE, because a Lib from an out-of-line FFI
+    unloads its library when it is freed, and at interpreter exit that can come
+    before the cdata finalizers (ffi.gc) that still call into it."""
+    return an_ffi.dlopen(str(path), an_ffi.RTLD_NOW | an_ffi.RTLD_NODELETE)
+
+
 def _open(path: Path):
     if not path.exists():
         raise _not_built(path.name)
-    return ffi.dlopen(str(path))
+    return _dlopen(ffi, path)
 
 
 @functools.cache
@@ -94,4 +101,4 @@ def checkasm_lib():
 
     test_ffi = FFI()
     test_ffi.cdef(_cdef_source(TEST_HEADER))
-    return test_ffi.dlopen(str(TEST_LIB_PATH))
+    return _dlopen(test_ffi, TEST_LIB_PATH)

@@ -125,3 +125,26 @@ def test_the_loader_imports_declarations_parsed_at_build_time():
             # (an opaque `typedef struct x x;` prints as `struct x` from _ffi.py)
             assert (parsed.typeof(a).cname.replace("struct ", "")
                     == _lib.ffi.typeof(b).cname.replace("struct ", "")), name
+
+
+def test_the_library_outlives_the_objects_that_free_into_it():
+    """A Lib from cffi's out-of-line FFI unloads its library when the Lib is freed;
+    at interpreter exit that can happen before the ffi.gc finalizers of encoders
+    (asmbpe_enc_free, asmbpe_renc_free) run, which then jump into unmapped code (CI
+    saw pytest segfault at exit). _lib loads with RTLD_NODELETE: freeing the Lib
+    first, then the encoder, must end cleanly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, harness\n"
+        "from harness import _lib\n"
+        "tok = harness.train(b'hello world, hello there ' * 200, 300).tokenizer\n"
+        "ids = tok.encode(b'hello world')\n"
+        "_lib.lib.cache_clear()\n"
+        "gc.collect()\n"
+        "del tok\n"
+        "gc.collect()\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])

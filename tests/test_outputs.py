@@ -24,7 +24,8 @@ from harness.tokfile import read_tok
 
 ROOT = Path(__file__).resolve().parents[1]
 KJV = ROOT / "datasets" / "kjv.txt"
-BIG_MB = 64                 # the input the kill tests encode (about 3 s on one thread)
+BIG_MB = 128                # the input the kill tests encode (0.8-1 s on one thread: the
+                            # signal must come well before the encode ends)
 
 
 def one_line_error(result, needle: str) -> None:
@@ -177,6 +178,12 @@ def _unnamed_file_open(pid: int, directory: Path) -> bool:
     return False
 
 
+def _default_hangup() -> None:
+    """(in the child) SIGHUP at its default action even when the tests run under nohup,
+    whose ignored SIGHUP the command, rightly, leaves alone."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _start_and_kill(args, out_dir: Path, sig: int, *, named: bool, staging=False,
                     cwd=ROOT) -> subprocess.Popen:
     """Run `python -m harness.cli ARGS`, wait until it writes its output (an unnamed
@@ -186,7 +193,7 @@ def _start_and_kill(args, out_dir: Path, sig: int, *, named: bool, staging=False
     env = _env(**({F.NO_TMPFILE_ENV: "1"} if named else {}))
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *map(str, args)],
                             cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=_default_hangup)
     where = out_dir
     deadline = time.monotonic() + 60
     try:
@@ -204,8 +211,8 @@ def _start_and_kill(args, out_dir: Path, sig: int, *, named: bool, staging=False
             proc.kill()
             out, err = proc.communicate()
             pytest.fail(f"the output was never caught mid-write: {err.decode()[-2000:]}")
-        time.sleep(0.2)
-        proc.send_signal(sig)
+        time.sleep(0.05)                            # (mid-write; the encode of
+        proc.send_signal(sig)                       # BIG_MB lasts far longer)
         proc.err = proc.communicate(timeout=60)[1]     # type: ignore[attr-defined]
     finally:
         if proc.poll() is None:
@@ -446,6 +453,7 @@ def test_sweep_stale(tmp_path):
 
 def test_signal_handlers_only_while_a_temporary_is_held(tmp_path, monkeypatch):
     monkeypatch.setenv(F.NO_TMPFILE_ENV, "1")
+    hangup = signal.getsignal(signal.SIGHUP)    # (SIG_IGN under nohup: left so)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     with F.raise_on_signals():
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
@@ -456,5 +464,5 @@ def test_signal_handlers_only_while_a_temporary_is_held(tmp_path, monkeypatch):
             time.sleep(1)                       # the handler runs before this ends
         a.discard()
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGHUP) == hangup
     assert list(tmp_path.iterdir()) == []
