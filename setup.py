@@ -3,8 +3,9 @@ assembled by build.py (nasm + ld) while the package is built, and the wheel is a
 platform wheel (py3-none-linux_x86_64: the package loads libasmbpe.so through
 cffi's ABI mode, so it does not depend on the Python version, only on the CPU).
 
-- `pip install .` / `pip wheel .` / `python -m build`: build_py puts libasmbpe.so
-  and asmbpe.h into the wheel's staging directory (build/lib/harness/).
+- `pip install .` / `pip wheel .` / `python -m build`: build_py puts libasmbpe.so,
+  asmbpe.h and _ffi.py (the declarations the loader imports) into the wheel's
+  staging directory (build/lib/harness/); cffi is a build requirement for _ffi.py.
 - `pip install -e .`: build_py builds them in place (harness/), as `python build.py`
   does; rerun `python build.py` after editing asm/.
 """
