@@ -37,6 +37,10 @@ uint32_t asmbpe_cpu_flags(void);
  * Reads up to 7 bytes before a and b (the front padding) when n < 8. */
 int asmbpe_memeq(const void *a, const void *b, size_t n);
 
+/* fnv.asm: FNV-1a 64 of the n bytes at p (tokenizer.bin's merge-table hash,
+ * SPEC §7). Reads exactly those n bytes. */
+uint64_t asmbpe_fnv1a64(const void *p, size_t n);
+
 /* The pre-tokenizers (SPEC §3 and §10), by the id tokenizer.bin stores. */
 enum {
     ASMBPE_PRETOK_SEED = 1,         /* SPEC §3: byte-level classes */

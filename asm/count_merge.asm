@@ -321,7 +321,7 @@ par_prepare:
     jmp         .summed
 .room:
     mov         rdi, pp_t
-    mov         rsi, pp_bytes
+    lea         rsi, [pp_bytes + KEY_SLACK]     ; par_finish copies 32 bytes a key
     call        asmbpe_arena_reserve
     test        eax, eax
     jnz         .ret
@@ -383,6 +383,21 @@ par_finish:
 .key:
     cmp         pf_p, pf_end
     jae         .thread_next
+    ; the slots (in t, by hash) and their words (in the text) are misses a
+    ; key apart: prefetch the slot PF_SLOT_AHEAD entries ahead and the text
+    ; of the one PF_TEXT_AHEAD ahead, whose slot came in meanwhile (entries
+    ; past the list's end read as this one)
+    lea         rax, [pf_p + PF_SLOT_AHEAD * 8]
+    cmp         rax, pf_end
+    cmovae      rax, pf_p
+    mov         rax, [rax]
+    prefetcht0  [rax]
+    lea         rax, [pf_p + PF_TEXT_AHEAD * 8]
+    cmp         rax, pf_end
+    cmovae      rax, pf_p
+    mov         rax, [rax]
+    mov         rax, [rax + slot.key]
+    prefetcht0  [rax]
     mov         r8, [pf_p]                      ; the slot
     mov         ecx, [r8 + slot.len]
     mov         rsi, [r8 + slot.key]            ; the bytes in the text
@@ -390,12 +405,24 @@ par_finish:
     mov         [r8 + slot.key], rdi            ; -> their arena offset
     add         [pf_t + wtab.arena_use], rcx
     add         rdi, [pf_t + wtab.base]
+    cmp         ecx, 32
+    ja          .long_key
+    vmovdqu     xmm0, [rsi]                     ; up to 32 bytes: 32 copied (the
+    vmovdqu     xmm1, [rsi + 16]                ; text has PAD bytes after it, the
+    vmovdqu     [rdi], xmm0                     ; arena KEY_SLACK more than its
+    vmovdqu     [rdi + 16], xmm1                ; keys: par_prepare)
+    jmp         .key_copied
+.long_key:
     rep movsb
+.key_copied:
     mov         dword [r8 + slot.state], 0
-    inc         qword [pf_t + wtab.used]
     add         pf_p, 8
     jmp         .key
 .thread_next:
+    mov         rax, pf_end                     ; its new words, all in use now
+    sub         rax, [pf_ctx + cctx.lstart + pf_i * 8]
+    shr         rax, 3
+    add         [pf_t + wtab.used], rax
     inc         pf_i
     jmp         .thread
 .copied:

@@ -16,19 +16,32 @@ boundary, widening the padding on the anchored side by < 64 bytes.
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import mmap
 import threading
 import weakref
 
-import numpy as np
+from ._lazy import lazy_numpy
 
 from ._lib import ffi
+
+np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
 
 PAD = 64
 PAGE = mmap.PAGESIZE
 PAD_BYTE = 0x99          # fill of the padding: not 0, not ASCII, not a lead byte
 PROT_NONE = 0
+
+_PADDING = bytes([PAD_BYTE]) * PAD
+_malloc = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def _uninitialized(size: int) -> memoryview:
+    """A writable uint8 memoryview of `size` bytes from malloc, not cleared (as
+    np.empty: glibc hands a freed batch's pages to the next one), without numpy."""
+    return memoryview(ffi.buffer(_malloc("uint8_t[]", size)))
+
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -146,13 +159,15 @@ class GuardedArena:
 
 class PackedBatch:
     """Documents already laid out as the library takes them (what Packer.pack makes):
-    `array` holds PAD bytes, the text (`nbytes`), PAD bytes; `ends` their end offsets
-    (uint64). Made by PackedBuilder, where the reader writes each document straight
-    from its decompressed page (no other copy of the text)."""
+    `array` (a writable uint8 memoryview) holds PAD bytes, the text (`nbytes`), PAD
+    bytes; `ends` their end offsets (an array.array of uint64). Made by PackedBuilder,
+    where the reader writes each document straight from its decompressed page (no
+    other copy of the text). Neither is numpy: training never imports it
+    (harness/_lazy.py)."""
 
     __slots__ = ("array", "ends", "nbytes")
 
-    def __init__(self, array: np.ndarray, ends: np.ndarray, nbytes: int):
+    def __init__(self, array: memoryview, ends: array.array, nbytes: int):
         self.array, self.ends, self.nbytes = array, ends, nbytes
 
     def __len__(self) -> int:
@@ -174,8 +189,7 @@ class PackedBuilder:
     def __init__(self, target: int):
         self.target = max(1, int(target))
         self._buffers = threading.Semaphore(self.BUFFERS)
-        self.array = None
-        self.view = memoryview(b"")
+        self.array = None               # the batch's buffer (_uninitialized)
         self.pos = PAD
         self.ends: list[int] = []
         self.added = 0                  # documents taken, all batches together
@@ -190,14 +204,13 @@ class PackedBuilder:
             if self.array is None:              # a new batch: wait until one of
                 got = self._buffers.acquire(timeout=self.WAIT_S)  # the last is gone
                 self._release = self._buffers.release if got else None
-                new = np.empty(size, dtype=np.uint8)
-                new[:PAD] = PAD_BYTE
+                new = _uninitialized(size)
+                new[:PAD] = _PADDING
             else:                               # a document that does not fit
-                new = np.empty(size, dtype=np.uint8)
+                new = _uninitialized(size)
                 new[:self.pos] = self.array[:self.pos]
-            self.view.release()
-            self.array, self.view = new, memoryview(new)
-        return self.view[self.pos:self.pos + n]
+            self.array = new
+        return self.array[self.pos:self.pos + n]
 
     def end_doc(self, n: int) -> None:
         self.pos += n
@@ -223,13 +236,12 @@ class PackedBuilder:
     def take(self) -> PackedBatch:
         if self.array is None:
             self.room(0)
-        self.array[self.pos:self.pos + PAD] = PAD_BYTE
-        out = PackedBatch(self.array, np.array(self.ends, dtype=np.uint64), self.pos - PAD)
+        self.array[self.pos:self.pos + PAD] = _PADDING
+        out = PackedBatch(self.array, array.array("Q", self.ends), self.pos - PAD)
         if self._release is not None:           # its buffer counts until it is gone
             weakref.finalize(self.array, self._release)
             self._release = None
-        self.view.release()
-        self.array, self.view, self.pos, self.ends = None, memoryview(b""), PAD, []
+        self.array, self.pos, self.ends = None, PAD, []
         return out
 
 
@@ -242,7 +254,7 @@ class Packer:
     and encoding."""
 
     def __init__(self):
-        self.array = np.empty(0, dtype=np.uint8)
+        self.array = None
 
     def pack(self, docs):
         if isinstance(docs, PackedBatch):       # laid out already: no copy; kept
@@ -255,8 +267,8 @@ class Packer:
             lengths = np.fromiter((len(d) for d in docs), dtype=np.uint64, count=len(docs))
             ends = np.cumsum(lengths, dtype=np.uint64)
             n = int(ends[-1]) if len(ends) else 0
-        if len(self.array) < n + 2 * PAD:
-            self.array = np.empty(0, dtype=np.uint8)          # free before growing
+        if self.array is None or len(self.array) < n + 2 * PAD:
+            self.array = None                                 # free before growing
             self.array = np.empty(max(n + 2 * PAD, 1 << 16), dtype=np.uint8)
             self.array[:PAD] = PAD_BYTE
         if isinstance(docs, TextBatch):

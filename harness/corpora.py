@@ -65,13 +65,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
+from ._lazy import lazy_numpy
 
 from .buffers import PackedBuilder, TextBatch
 from .errors import AsmbpeError, memory_phase, out_of_memory
 from . import parquet_pages                  # (plain string pages, without pyarrow)
 from .parquet_pages import row_group_arrays
 from .tokenizer import CHAT_ROLES       # the roles that have a special token (SPEC §5)
+
+np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("english", "multilingual", "code")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
-import numpy as np
+from ._lazy import lazy_numpy
 
 from .pretokenizers import resolve
 from .tokenizer import (
@@ -40,6 +40,8 @@ from .tokenizer import (
     allowed_specials, encode_with_specials, identity_hash, insert_per_document, v2_body,
     v2_flags, v2_image)
 from .vocab import Vocab, VocabError, byte_ids
+
+np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
 
 __all__ = ["LoadedTokenizer", "BOS_NAMES", "trained_tokenizer"]
 

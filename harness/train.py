@@ -33,14 +33,14 @@ Timings (`TrainResult.stats["seconds"]`):
 """
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import time
-from dataclasses import dataclass, field
 from collections.abc import Iterable
 from typing import Callable, Union
 
-import numpy as np
+from ._lazy import lazy_numpy
 
 from ._lib import MAX_THREADS, ffi, lib
 from .buffers import Packer, Padded
@@ -51,6 +51,8 @@ from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
 from .loaded import trained_tokenizer
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
+
+np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
 
 __all__ = ["train", "train_words", "WordTable", "TrainResult", "TrainError", "MAX_THREADS",
            "MIN_VOCAB", "MAX_TRAIN_VOCAB", "MAX_COUNT", "TrainOutOfMemory", "check_min_count"]
@@ -93,7 +95,6 @@ class TrainOutOfMemory(TrainError, OutOfMemory):
         self.status = status
 
 
-@dataclass
 class TrainResult:
     """What `train` learned.
 
@@ -119,17 +120,40 @@ class TrainResult:
                peak_memory_bytes (max of the library's peak mapped bytes and the
                process's ru_maxrss), library_peak_bytes, max_rss_bytes, tsc_hz,
                cycles (the raw rdtsc counts per phase).
+
+    `merges` and `counts` are made from the trainer's output on first use (numpy is
+    imported then: `asmbpe train` never does, harness/_lazy.py); `last_count` needs
+    neither.
     """
 
-    merges: np.ndarray
-    counts: np.ndarray
-    tokenizer: Tokenizer
-    stats: dict = field(default_factory=dict, repr=False)
+    def __init__(self, table: bytes, counts: bytes, tokenizer: Tokenizer | None,
+                 narrow: bool, stats: dict | None = None) -> None:
+        self._table = table             # (M, 2) ids, u16 when narrow else u32, as bytes
+        self._counts = counts           # (M,) u64, as bytes
+        self._narrow = narrow
+        self.tokenizer = tokenizer
+        self.stats = {} if stats is None else stats
+
+    @functools.cached_property
+    def merges(self) -> np.ndarray:
+        """(M, 2) uint16 (uint32 above 65,535 ids): merge i made id 256 + i."""
+        dtype = np.uint16 if self._narrow else np.uint32
+        return np.frombuffer(self._table, dtype=dtype).reshape(-1, 2).copy()
+
+    @functools.cached_property
+    def counts(self) -> np.ndarray:
+        """(M,) uint64: the winning pair count of each merge."""
+        return np.frombuffer(self._counts, dtype=np.uint64).copy()
+
+    @property
+    def last_count(self) -> int | None:
+        """The last merge's winning count; None when no merge was learned."""
+        return int.from_bytes(self._counts[-8:], "little") if self._counts else None
 
     @property
     def n_merges(self) -> int:
         """The number of merges learned."""
-        return len(self.counts)
+        return len(self._counts) // 8
 
     @property
     def merges_asked(self) -> int:
@@ -457,10 +481,12 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
              | (L.ASMBPE_RELEASE_WORDS if _release else 0)
              | (L.ASMBPE_WIDE_ONLY if _wide is True else 0))
     # the u16 trainer writes u32 left | right << 16 per merge, the u32 one u64
-    # left | right << 32: both an (M, 2) array of the id width, row-major
-    merges_out = np.zeros((max(n_merges, 1), 2), dtype=np.uint32 if wide else np.uint16)
-    counts = np.zeros(max(n_merges, 1), dtype=np.uint64)
-    raw = np.zeros(int(L.ASMBPE_TS_COUNT), dtype=np.uint64)
+    # left | right << 32: both (M, 2) ids of their width, row-major. cffi arrays, not
+    # numpy: `asmbpe train` never imports it (harness/_lazy.py)
+    merge_c, width = ("uint64_t", 4) if wide else ("uint32_t", 2)
+    merges_out = ffi.new(f"{merge_c}[]", max(n_merges, 1))
+    counts = ffi.new("uint64_t[]", max(n_merges, 1))
+    raw = ffi.new("uint64_t[]", int(L.ASMBPE_TS_COUNT))
     if wide and _wide is not True and _wide is not None:
         raw[L.ASMBPE_TS_NARROW] = _check_int("_wide", _wide, 1)
     records = None
@@ -484,39 +510,47 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     if auto_threads and table.key_bytes < SMALL_WORDS_BYTES:
         loop_threads = 1                # tiny word arrays: two barriers a merge cost
                                         # more than a second scanner saves
-    train_fn, merges_c = ((L.asmbpe_train32, "uint64_t[]") if wide
-                          else (L.asmbpe_train, "uint32_t[]"))
-    status = train_fn(tab, n_merges, min_count, loop_threads, flags,
-                      ffi.from_buffer(merges_c, merges_out),
-                      ffi.from_buffer("uint64_t[]", counts),
-                      ffi.from_buffer("uint64_t[]", raw))
+    train_fn = L.asmbpe_train32 if wide else L.asmbpe_train
+    status = train_fn(tab, n_merges, min_count, loop_threads, flags, merges_out, counts, raw)
     train_call = time.perf_counter() - t1
     if _release:
         table.close()                   # empty now: nothing else may use it
 
-    learned = int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status)
-    merges = merges_out[:max(learned, 0)].copy()
-    if N_BYTES + len(merges) + N_SPECIAL <= MAX_VOCAB:
-        merges = merges.astype(np.uint16)       # every id fits: asmbpe's own u16 tokenizer
-    counts = counts[:max(learned, 0)].copy()
+    learned = max(int(raw[L.ASMBPE_TS_MERGES]) if status == EVERIFY else int(status), 0)
+    table = ffi.buffer(merges_out, 2 * width * learned)[:]      # (M, 2) ids, as bytes
+    narrow = N_BYTES + learned + N_SPECIAL <= MAX_VOCAB     # every id fits in u16
+    if narrow and wide:
+        table = _narrow_table(table)
+    counts = ffi.buffer(counts, 8 * learned)[:]
     if status == EVERIFY:
-        raise TrainError(_verify_message(L, raw, merges, counts), EVERIFY)
+        failed = TrainResult(table, counts, None, narrow)
+        raise TrainError(_verify_message(L, raw, failed.merges, failed.counts), EVERIFY)
     if status < 0:
         raise _failed("training merges", "asmbpe_train", status)
     report("merge", learned, n_merges)
 
     stats = _stats(L, raw, seconds, train_call)
-    tokenizer = (Tokenizer(merges, pretokenizer=pretok) if merges.dtype == np.uint16
-                 else trained_tokenizer(merges, pretok.name))
+    result = TrainResult(table, counts, None, narrow, stats)
+    # asmbpe's own u16 tokenizer, from the table as the trainer wrote it
+    result.tokenizer = (Tokenizer._trained(table, pretok) if narrow
+                        else trained_tokenizer(result.merges, pretok.name))
     stats.update(
         bytes_in=0, documents=0, chunks=chunks, unique_words=unique_words,
         merges=learned, merges_asked=n_merges, pretokenizer=pretok.name, count_threads=0,
         naive=bool(naive), verify=bool(verify),
     )
     if records is not None:
-        stats["per_merge"] = records[:max(learned, 0)].copy()
+        stats["per_merge"] = records[:learned].copy()
     stats["seconds"]["total"] = time.perf_counter() - t_start
-    return TrainResult(merges=merges, counts=counts, tokenizer=tokenizer, stats=stats)
+    return result
+
+
+def _narrow_table(table: bytes) -> bytes:
+    """(M, 2) u32 ids as bytes -> (M, 2) u16 (every id below 65,536)."""
+    import array
+
+    ids = array.array("I", table)
+    return array.array("H", ids).tobytes()
 
 
 def _status(status: int) -> str:

@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
+from ._lazy import lazy_numpy
 
 from .errors import AsmbpeError
 from .pattern import ORACLE_PATTERN_LITERAL
 from .pretokenizers import EXACT_PATTERNS, resolve
+
+np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
 
 __all__ = ["Vocab", "VocabError", "VocabFileError", "KnownEncoding", "KNOWN_ENCODINGS",
            "read_tiktoken", "from_tiktoken", "from_hf", "pair_table", "byte_ids",

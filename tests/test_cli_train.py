@@ -51,6 +51,37 @@ def test_train_small_file(tmp_path, text_file):
     assert "merges/s), last winning count" in r.stderr
 
 
+def test_train_command_never_imports_numpy(tmp_path, text_file):
+    """`asmbpe train` of text and of Parquet (read by harness.parquet_pages) runs
+    without importing numpy (60-80 ms of every command: harness/_lazy.py); the
+    tokenizer it writes is the one harness.train learns, and loads."""
+    import subprocess
+    import sys
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    parquet = tmp_path / "kjv.parquet"
+    lines = text_file.read_bytes().decode().splitlines()
+    pq.write_table(pa.table({"text": lines}), parquet, use_dictionary=False,
+                   compression="zstd")
+    code = ("import sys\n"
+            "from harness.cli import main\n"
+            "try:\n    main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('numpy imported:', 'numpy' in sys.modules, file=sys.stderr)\n")
+    for src in (text_file, parquet):
+        out = tmp_path / (src.stem + src.suffix + ".bin")
+        r = subprocess.run([sys.executable, "-c", code, "train", str(src), "-o", str(out),
+                            "--vocab-size", "600", "--threads", "2"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "last winning count" in r.stderr                 # progress, not -q
+        assert "numpy imported: False" in r.stderr, r.stderr
+        tok = Tokenizer.load(out)
+        docs = lines if src == parquet else [text_file.read_bytes()]
+        assert tok == harness.train(docs, 600, threads=2).tokenizer
+
+
 def test_train_formats_and_several_inputs(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq

@@ -110,7 +110,7 @@ def train(inputs, output, vocab_size, threads, max_word_bytes, min_count, separa
     if not quiet:
         loop = sec["merge_loop"]
         rate = f"{m / loop:.0f} merges/s" if loop > 0 else "-"
-        last = f", last winning count {int(result.counts[-1])}" if m else ""
+        last = f", last winning count {result.last_count}" if m else ""
         click.echo(f"merged {m} merges in {loop:.2f} s ({rate}){last}", err=True)
     with _output_file(output) as path:
         result.tokenizer.save(path)

@@ -430,6 +430,26 @@ def check_memeq(ctx: Ctx) -> None:
     B.close()
 
 
+@register("asmbpe_fnv1a64")
+def check_fnv1a64(ctx: Ctx) -> None:
+    """FNV-1a 64 == the twin, lengths 0..300 at every alignment; and with the text
+    touching each guard page (no padding: it reads exactly the n bytes)."""
+    A = GuardedArena(8192)
+    rng = ctx.rng
+    for n in range(0, 301):
+        for anchor in ("end", "start"):
+            for align, pad in ((None, 0), (rng.randrange(64), PAD), (n % 64, PAD)):
+                data = rng.randbytes(n)
+                ptr, _ = A.place(data, anchor, align, pad=pad)
+                ctx.on(f"len {n} {anchor} align {align} pad {pad}")
+                got = ctx.call("asmbpe_fnv1a64", ptr, n) & 0xFFFFFFFFFFFFFFFF
+                want = twin.fnv1a64(data)
+                if got != want:
+                    ctx.fail(f"asmbpe_fnv1a64: {n} bytes {anchor} align {align} pad {pad}: "
+                             f"0x{got:016x}, want 0x{want:016x}")
+    A.close()
+
+
 def _docs_text(ctx: Ctx, n_docs: int, doc_len: int) -> list[bytes]:
     return [random_text(ctx.rng, ctx.rng.randrange(0, doc_len + 1)) for _ in range(n_docs)]
 

@@ -194,6 +194,15 @@ def bench_memeq(env: Env) -> list[Case]:
     return cases
 
 
+@bench("asmbpe_fnv1a64")
+def bench_fnv1a64(env: Env) -> list[Case]:
+    """A tokenizer.bin merge table's size (4 bytes a merge: 32,496 merges)."""
+    n = 4 * 32496
+    bufs = [Padded(env.slice(k, n)) for k in range(2)]
+    sets = [[_ptr(b.ptr), n] for b in bufs]
+    return [Case(f"asmbpe_fnv1a64 n={n}", "asmbpe_fnv1a64", sets, n, 1, keep=bufs)]
+
+
 @bench("asmbpe_pretok_next")
 def bench_pretok_next(env: Env) -> list[Case]:
     """One chunk per call, walking every chunk start of two 4 KB buffers in turn."""

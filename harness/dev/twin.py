@@ -297,6 +297,19 @@ class TwinTrainResult:
         return len(self.counts)
 
 
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+
+def fnv1a64(data: bytes) -> int:
+    """FNV-1a, 64 bits (tokenizer.bin's merge-table hash, SPEC §7), byte by byte: the
+    twin of the library's asmbpe_fnv1a64 (harness.tokenizer.fnv1a64)."""
+    h = FNV_OFFSET
+    for byte in bytes(data):
+        h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def _documents(inputs) -> list[bytes]:
     """inputs (bytes, str, or an iterable of them: one document each) as bytes."""
     if isinstance(inputs, (bytes, bytearray, memoryview, str)):
