@@ -1093,17 +1093,25 @@ def _checked(paths) -> list[Path]:
     return files
 
 
+FIRST_BATCH_BYTES = 1 << 20
+
+
 def _packed_batches(files, batch_bytes: int, options: ReadOptions, limit: int | None):
-    """iter_batches(packed=True): PackedBatch batches, cut as _batches cuts them."""
-    sink = PackedBuilder(batch_bytes if limit is None else min(batch_bytes, limit))
+    """iter_batches(packed=True): PackedBatch batches, cut as _batches cuts them, the
+    first of at most FIRST_BATCH_BYTES: counting waits for the first batch with
+    nothing else to do, for the later ones it has the one before (T74)."""
+    def target() -> int:
+        want = batch_bytes if total else min(batch_bytes, FIRST_BATCH_BYTES)
+        return want if limit is None else max(1, min(want, limit - total))
+
     total = 0                                   # bytes in the batches taken
+    sink = PackedBuilder(target())
 
     def take():
         nonlocal total
         batch = sink.take()
         total += batch.nbytes
-        if limit is not None:
-            sink.target = max(1, min(batch_bytes, limit - total))
+        sink.target = target()
         return batch
 
     for p in files:
