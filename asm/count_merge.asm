@@ -220,7 +220,9 @@ merge_table:
     shl         rax, 5                          ; on will probe first
     add         rax, [mt_t + wtab.slots]
     prefetcht0  [rax]
-.no_prefetch:
+    mov         rax, [mt_slot + MERGE_AHEAD * slot_size + slot.key]
+    prefetcht0  [rax]                           ; and its text (copied or
+.no_prefetch:                                   ; compared; no fault if empty)
     mov         r8, [mt_slot + slot.count]
     test        r8, r8
     jz          .next

@@ -128,7 +128,8 @@ ENDFUNC
 ; and the table is as it was, still within its load, so later inserts (which
 ; may keep coming, as the table merge's do after a failure) always find a
 ; free slot and end.
-; key must have SPEC §2 front padding (memeq may read 7 bytes before it).
+; key must have SPEC §2 padding (memeq may read 7 bytes before it, the copy
+; of a new key of up to 32 bytes 32 bytes from its start).
 ;-----------------------------------------------------------------------------
 %define ti_tab      rbx         ; the table
 %define ti_key      r12         ; the key's bytes
@@ -205,7 +206,7 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     cmp         qword [ti_tab + wtab.owns_keys], 0
     je          .store
     mov         rdi, ti_tab                     ; copy into the arena
-    mov         rsi, ti_len
+    lea         rsi, [ti_len + KEY_SLACK]
     call        asmbpe_arena_reserve
     test        eax, eax
     jnz         .ret
@@ -213,8 +214,17 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         rdi, [ti_tab + wtab.base]
     add         rdi, [ti_tab + wtab.arena_use]
     mov         rsi, ti_key
+    cmp         ti_len, 32
+    ja          .copy_long
+    vmovdqu     xmm0, [rsi]                     ; up to 32 bytes: 32 copied
+    vmovdqu     xmm1, [rsi + 16]                ; (KEY_SLACK)
+    vmovdqu     [rdi], xmm0
+    vmovdqu     [rdi + 16], xmm1
+    jmp         .copied
+.copy_long:
     mov         rcx, ti_len
     rep movsb
+.copied:
     mov         rcx, [ti_tab + wtab.arena_use]     ; key: the arena offset
     add         [ti_tab + wtab.arena_use], ti_len
 .store:
