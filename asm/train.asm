@@ -267,8 +267,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     add         rax, 5                          ; and four more (the scan
     shl         rax, 3                          ; reads q .. q + 4)
     mov         [rdi + tctx.blstride], rax
-    imul        rax, rax, FILT_BUCKETS + PAIR_FILT_BUCKETS + 32
-    add         rax, 4095                       ; (+ 32 strides: tctx.cw, u32 for
+    imul        rax, rax, BLOOM_STRIDES         ; (the buckets, the trash bitmap,
+    add         rax, 4095                       ; 32 strides: tctx.cw, u32 for
                                                 ; each of stride * 8 chunks)
     and         rax, ~4095
     mov         [rdi + tctx.blbytes], rax
@@ -280,9 +280,10 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     test        rax, rax
     jz          .enomem_layout
     mov         rcx, [rdi + tctx.blstride]
-    imul        rcx, rcx, FILT_BUCKETS + PAIR_FILT_BUCKETS
+    imul        rcx, rcx, BLOOM_TRASH + 1
     add         rax, rcx
     mov         [rdi + tctx.cw], rax
+    xor         edx, edx                        ; (a fresh mapping: zero)
     call        bloom_build
     RDTSC64
     pop         rdx

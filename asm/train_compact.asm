@@ -141,6 +141,7 @@ PROC compact
     jnz         .tail
     mov         rdi, cp_ctx
     call        segments
+    mov         edx, 1                          ; (the old bits cleared)
     call        bloom_build
     mov         rax, [cp_ctx + tctx.stats]
     inc         qword [rax + ST_COMPACTIONS * 8]
@@ -159,24 +160,123 @@ ENDPROC
 %undef  cp_wpos_d
 
 ;=============================================================================
-; bloom_build: rdi = ctx.  Recomputes the chunk filters from W: clears them,
-; then sets bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
+; bloom_build: rdi = ctx, edx = 1 to clear the filters first (0: they are
+; a fresh mapping, all zero, whose untouched pages stay unfaulted: the token
+; buckets of ids not made yet).  Recomputes the chunk filters from W: sets
+; bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
 ; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
-; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11.
+; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi,
+; r8-r11, ymm0-ymm15 (the u16 build's vector loop; vzeroupper after it).
 ;=============================================================================
 %define bb_ctx rsi   ; the context
 PROC bloom_build
     SAVE        rdi
     mov         bb_ctx, rdi
+    test        edx, edx
+    jz          .cleared
     mov         rcx, [bb_ctx + tctx.blbytes]
     shr         rcx, 3                          ; qwords
     mov         rdi, [bb_ctx + tctx.bloom]
     xor         eax, eax
     rep stosq
+.cleared:
     mov         r8, [bb_ctx + tctx.w]
     mov         rdi, [bb_ctx + tctx.bloom]
     mov         r10, [bb_ctx + tctx.blstride]
     xor         ecx, ecx
+%ifndef TOK32
+    mov         rax, r10                        ; the offsets below are u32:
+    imul        rax, rax, BLOOM_STRIDES         ; scalar past 4 GB of filters
+    shr         rax, 32
+    jnz         .pos
+    ; 16 positions a round (T76): the buckets of their tokens and pairs by
+    ; vector (a SEP token, or a pair with a SEP, goes to the trash bitmap
+    ; BLOOM_TRASH instead of a branch), the offsets through 128 bytes of
+    ; stack, then one OR each; the 16 positions share their chunk's bit
+    sub         rsp, 128
+    mov         eax, SEP
+    vmovd       xmm15, eax
+    vpbroadcastw ymm15, xmm15                   ; SEP in every word
+    mov         eax, FILT_MASK
+    vmovd       xmm14, eax
+    vpbroadcastd ymm14, xmm14
+    mov         eax, PAIR_FILT_MUL
+    vmovd       xmm13, eax
+    vpbroadcastd ymm13, xmm13
+    mov         eax, FILT_BUCKETS
+    vmovd       xmm12, eax
+    vpbroadcastd ymm12, xmm12
+    vmovd       xmm11, r10d
+    vpbroadcastd ymm11, xmm11                   ; the stride
+    vpslld      ymm10, ymm11, 12                ; the trash bitmap's offset
+%if BLOOM_TRASH != 1 << 12
+%error "BLOOM_TRASH: the shift above"
+%endif
+.group:
+    cmp         rcx, [bb_ctx + tctx.wlen]
+    jae         .groups_done
+    mov         rdx, rcx
+    shr         rdx, CHUNK_SHIFT                ; chunk
+    mov         r9, rdx
+    shr         r9, 6
+    shl         r9, 3                           ; its qword in a bitmap
+    mov         r11d, 1
+    shlx        r11, r11, rdx                   ; its bit
+    vmovd       xmm9, r9d
+    vpbroadcastd ymm9, xmm9
+    vmovdqu     ymm0, [r8 + rcx * 2]            ; a: tokens p .. p + 15
+    vmovdqu     ymm1, [r8 + rcx * 2 + 2]        ; b: tokens p + 1 .. p + 16
+    vpcmpeqw    ymm2, ymm0, ymm15               ; a is SEP
+    vpcmpeqw    ymm3, ymm1, ymm15
+    vpor        ymm3, ymm3, ymm2                ; (a, b) holds a SEP
+    vpmovzxwd   ymm4, xmm0                      ; tokens 0-7
+    vpmovsxwd   ymm5, xmm2
+    vpand       ymm4, ymm4, ymm14
+    vpmulld     ymm4, ymm4, ymm11
+    vpblendvb   ymm4, ymm4, ymm10, ymm5
+    vpaddd      ymm4, ymm4, ymm9
+    vmovdqu     [rsp], ymm4
+    vextracti128 xmm4, ymm0, 1                  ; tokens 8-15
+    vextracti128 xmm5, ymm2, 1
+    vpmovzxwd   ymm4, xmm4
+    vpmovsxwd   ymm5, xmm5
+    vpand       ymm4, ymm4, ymm14
+    vpmulld     ymm4, ymm4, ymm11
+    vpblendvb   ymm4, ymm4, ymm10, ymm5
+    vpaddd      ymm4, ymm4, ymm9
+    vmovdqu     [rsp + 32], ymm4
+%assign bb_half 0
+%rep 2                                          ; pairs 0-3, 8-11, then 4-7, 12-15
+%if bb_half == 0
+    vpunpcklwd  ymm6, ymm1, ymm0                ; b | a << 16: PAIR_FOLD(P)
+    vpunpcklwd  ymm7, ymm3, ymm3                ; its mask, as dwords
+%else
+    vpunpckhwd  ymm6, ymm1, ymm0
+    vpunpckhwd  ymm7, ymm3, ymm3
+%endif
+    vpmulld     ymm6, ymm6, ymm13               ; PAIR_BUCKET: times
+    vpsrld      ymm6, ymm6, 32 - PAIR_FILT_BITS ; PAIR_FILT_MUL, the top bits,
+                                                ; + FILT_BUCKETS
+    vpaddd      ymm6, ymm6, ymm12
+    vpmulld     ymm6, ymm6, ymm11
+    vpblendvb   ymm6, ymm6, ymm10, ymm7
+    vpaddd      ymm6, ymm6, ymm9
+    vmovdqu     [rsp + 64 + 32 * bb_half], ymm6
+%assign bb_half bb_half + 1
+%endrep
+%assign bb_k 0
+%rep 32
+    mov         eax, [rsp + 4 * bb_k]
+    or          [rdi + rax], r11
+%assign bb_k bb_k + 1
+%endrep
+    add         rcx, 16
+    jmp         .group
+.groups_done:
+    add         rsp, 128
+    vzeroupper                                  ; (callers may run SSE code)
+    jmp         .done
+%endif
 .pos:
     cmp         rcx, [bb_ctx + tctx.wlen]
     jae         .done
