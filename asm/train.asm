@@ -223,6 +223,13 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
 .fill_slot:
     cmp         r8, r9
     jae         .filled
+    lea         rax, [r8 + FILL_AHEAD * slot_size]  ; the word FILL_AHEAD slots
+    cmp         rax, r9                         ; on: its bytes (in the arena,
+    jae         .fill_prefetched                ; in insertion order, not the
+    mov         rax, [rax + slot.key]           ; slots' hash order) prefetched
+    add         rax, [at_tab + wtab.base]       ; (an empty slot's key: any
+    prefetcht0  [rax]                           ; address, no fault)
+.fill_prefetched:
     mov         rax, [r8 + slot.count]
     test        rax, rax
     jz          .fill_next
@@ -236,6 +243,16 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     inc         r11
     mov         rsi, [r8 + slot.key]
     add         rsi, [at_tab + wtab.base]
+%ifndef TOK32
+.fill_8:                                        ; 8 bytes -> 8 tokens a round:
+    vpmovzxbw   xmm0, [rsi]                     ; up to 7 past the word's end
+    vmovdqu     [r10 + rcx * TW], xmm0          ; (the arena has KEY_SLACK bytes
+    add         rsi, 8                          ; after its keys; the next word,
+    add         rcx, 8                          ; 8 tokens at least, or W_TAIL's
+    sub         rdx, 8                          ; SEPs cover those tokens)
+    ja          .fill_8
+    add         rcx, rdx                        ; (rdx in -7..0: the word's end)
+%else
 .fill_byte:
     movzx       eax, byte [rsi]
     STT         [r10 + rcx * TW], eax
@@ -243,6 +260,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     inc         rcx
     dec         rdx
     jnz         .fill_byte
+%endif
     mov         TWORD [r10 + rcx * TW], SEP
     inc         rcx
 .fill_next:
