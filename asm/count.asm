@@ -283,11 +283,11 @@ count_worker:
     mov         r8, [cw_cur + cw_frame.hash - 8]    ; (cw_cur is past it)
     mov         rcx, [rsp + cw_frame.tid]
     mov         rdi, [cw_ctx + cctx.tables + rcx * 8]
-    ; fast path: the first slot probed already holds this word of <= 8
+    ; fast path: the first slot probed already holds this word.  Of <= 8
     ; bytes: the same hash and length are the same bytes (KEY_IN_HASH), so
-    ; the key, a pointer into text read long ago, is not read
-    cmp         rdx, KEY_IN_HASH
-    ja          .insert
+    ; the key, a pointer into text read long ago, is not read; of 9..32
+    ; bytes: compared here, 32 bytes from each start (both in text with PAD
+    ; bytes after it), the bytes past len masked off (T79)
     mov         rax, [rdi + wtab.mask]
     and         rax, r8
     shl         rax, 5
@@ -298,6 +298,23 @@ count_worker:
     jne         .insert
     cmp         qword [rax + slot.count], 0        ; an emptied slot
     je          .insert
+    cmp         rdx, KEY_IN_HASH
+    jbe         .same_word
+    cmp         rdx, 32
+    ja          .insert
+    mov         r9, [rax + slot.key]
+    vmovdqu     xmm0, [rsi]
+    vpcmpeqb    xmm0, xmm0, [r9]
+    vpmovmskb   r10d, xmm0
+    vmovdqu     xmm1, [rsi + 16]
+    vpcmpeqb    xmm1, xmm1, [r9 + 16]
+    vpmovmskb   r9d, xmm1
+    shl         r9d, 16
+    or          r10d, r9d
+    not         r10d                            ; the bytes that differ,
+    bzhi        r10d, r10d, edx                 ; within len
+    jnz         .insert
+.same_word:
     inc         qword [rax + slot.count]
     inc         qword [rdi + wtab.total]
     jmp         .skip

@@ -164,3 +164,31 @@ def test_short_words_told_apart_by_hash_and_length(threads):
             u.close()
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_words_of_one_hash_told_apart(threads):
+    """Words of 9 to 40 bytes that differ in one byte, at every position: the counting
+    loop compares words of 9..32 bytes in its fast path (T79, 32 bytes loaded from
+    each, the bytes past len masked off), longer ones through asmbpe_tab_insert. The
+    real hash tells these apart anyway; checked by hand against a hash that drops a
+    word's last 8 bytes (every such pair then shares hash and length): the counts
+    stayed exact, and failed with the mask taken at 16 bytes instead of len."""
+    rng = random.Random(79 + threads)
+    letters = b"abcdefghijklmnopqrstuvwxyz"
+    vocab = set()
+    for n in range(9, 41):
+        base = bytes(rng.choice(letters) for _ in range(n))
+        for i in range(n):
+            for c in letters[:6]:
+                vocab.add(base[:i] + bytes([c]) + base[i + 1:])
+    vocab = sorted(vocab)
+    docs = [b" ".join(rng.choice(vocab) for _ in range(3000)) for _ in range(16)]
+    want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
+    t = WordTable("seed")
+    try:
+        t.count(docs[:8], threads=threads, max_word_bytes=0)
+        t.count(docs[8:], threads=threads, max_word_bytes=0)
+        assert words(t) == want
+    finally:
+        t.close()
