@@ -79,7 +79,10 @@ ENDPROC
 
 ; compact: rdi = ctx.  Drops the SEP padding left by rewrites and the words
 ; down to one token (they have no pairs), moving the rest to the front.
-; Keeps rdi.
+; Keeps rdi.  The u16 build finds each word's end 16 tokens at a time and
+; moves it 16 at a time, its last 16 (or its two halves, when shorter) loaded
+; before any store: the destination never passes the source, so no store
+; reaches a token not yet read (T80).
 %define cp_ctx    rbx   ; the context
 %define cp_w      r8    ; W
 %define cp_ws     r9    ; word starts
@@ -99,16 +102,35 @@ PROC compact
     xor         cp_k_d, cp_k_d                  ; k (read)
     xor         cp_kept_d, cp_kept_d            ; words kept
     mov         cp_wpos_d, 1                    ; write position (W[0] = SEP)
+%ifndef TOK32
+    mov         eax, SEP
+    vmovd       xmm15, eax
+    vpbroadcastw ymm15, xmm15
+%endif
 .word:
     cmp         cp_k, [cp_ctx + tctx.nw]
     jae         .done
     mov         rsi, [cp_ws + cp_k * 8]         ; s
     mov         rdx, rsi
+%ifndef TOK32
+.len:                                           ; the first SEP from s on (W
+    vpcmpeqw    ymm0, ymm15, [cp_w + rdx * TW]  ; ends in W_TAIL of them)
+    vpmovmskb   eax, ymm0
+    test        eax, eax
+    jnz         .len_found
+    add         rdx, 16
+    jmp         .len
+.len_found:
+    tzcnt       eax, eax
+    shr         eax, 1
+    add         rdx, rax
+%else
 .len:
     cmp         TWORD [cp_w + rdx * TW], SEP
     je          .have_len
     inc         rdx
     jmp         .len
+%endif
 .have_len:
     sub         rdx, rsi                        ; len
     cmp         rdx, 2
@@ -117,6 +139,47 @@ PROC compact
     mov         rax, [cp_wc + cp_k * 8]
     mov         [cp_wc + cp_kept * 8], rax
     inc         cp_kept
+%ifndef TOK32
+    lea         rax, [cp_w + rsi * TW]          ; source
+    lea         rdi, [cp_w + cp_wpos * TW]      ; destination (<= source)
+    lea         rsi, [rax + rdx * TW]           ; the source's end
+    add         cp_wpos, rdx                    ; (the destination's end)
+    cmp         rdx, 16
+    jb          .move_short
+    vmovdqu     ymm1, [rsi - 32]                ; the last 16 tokens, first
+.move_16:
+    vmovdqu     ymm0, [rax]
+    vmovdqu     [rdi], ymm0
+    add         rax, 32
+    add         rdi, 32
+    lea         rdx, [rax + 32]
+    cmp         rdx, rsi
+    jbe         .move_16
+    vmovdqu     [cp_w + cp_wpos * TW - 32], ymm1
+    jmp         .moved
+.move_short:                                    ; 2..15 tokens: the first and
+    cmp         rdx, 8                          ; the last 8, 4 or 2 (they
+    jb          .move_4                         ; overlap), both loaded first
+    vmovdqu     xmm0, [rax]
+    vmovdqu     xmm1, [rsi - 16]
+    vmovdqu     [rdi], xmm0
+    vmovdqu     [cp_w + cp_wpos * TW - 16], xmm1
+    jmp         .moved
+.move_4:
+    cmp         rdx, 4
+    jb          .move_2
+    mov         rdx, [rax]
+    mov         rax, [rsi - 8]
+    mov         [rdi], rdx
+    mov         [cp_w + cp_wpos * TW - 8], rax
+    jmp         .moved
+.move_2:
+    mov         edx, [rax]
+    mov         eax, [rsi - 4]
+    mov         [rdi], edx
+    mov         [cp_w + cp_wpos * TW - 4], eax
+.moved:
+%else
 .move:                                          ; forward copy: write <= read
     LDT         eax, [cp_w + rsi * TW]
     STT         [cp_w + cp_wpos * TW], eax
@@ -124,12 +187,16 @@ PROC compact
     inc         cp_wpos
     dec         rdx
     jnz         .move
+%endif
     mov         TWORD [cp_w + cp_wpos * TW], SEP
     inc         cp_wpos
 .skip:
     inc         cp_k
     jmp         .word
 .done:
+%ifndef TOK32
+    vzeroupper
+%endif
     mov         [cp_ctx + tctx.wlen], cp_wpos
     mov         [cp_ctx + tctx.nw], cp_kept
     mov         qword [cp_ctx + tctx.dead], 0
