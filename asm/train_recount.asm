@@ -22,10 +22,8 @@ section .text
 
 ;=============================================================================
 ; count_all_pairs: rdi = ctx.  Adds count(word) for every adjacent pair of
-; every word to the pair table.  Keeps rdi.  The pair table is far larger
-; than the caches: the slot of the pair PF_PAIRS positions on in W is
-; prefetched (a pair across a SEP costs a useless prefetch; W has W_TAIL SEPs
-; after its last word, so the reads stay in it).
+; every word to the pair table.  Keeps rdi.  (A prefetch of the pair 16
+; positions on, T78, was no faster: most pairs hit lines already cached.)
 ;=============================================================================
 %define ca_ctx rbx   ; the context
 %define ca_k   r12   ; the word
@@ -46,15 +44,6 @@ PROC count_all_pairs
     mov         ca_cnt, [rax + ca_k * 8]        ; count
     mov         ca_w, [ca_ctx + tctx.w]
 .pair:
-    LDT         eax, [ca_w + ca_i * TW + (PF_PAIRS + 1) * TW]
-    LDT         ecx, [ca_w + ca_i * TW + PF_PAIRS * TW]
-    shl         rcx, PSHIFT
-    or          rcx, rax
-    PAIR_HASH   rcx, ecx, rdx
-    and         rcx, [ca_ctx + tctx.ptmask]
-    shl         rcx, 4
-    add         rcx, [ca_ctx + tctx.pt]
-    prefetcht0  [rcx]
     LDT         eax, [ca_w + ca_i * TW + TW]
     cmp         eax, SEP
     je          .next_word
