@@ -220,8 +220,6 @@ coordinate:
 .no_record:
     mov         qword [co_dm + dmap.mwords], 0
     mov         qword [co_dm + dmap.repl], 0
-    cmp         qword [co_ctx + tctx.applied], 0
-    jne         .pushes
     xor         co_i_d, co_i_d                  ; prefetch the first
 .warm:                                          ; APPLY_AHEAD slots (the loop
     cmp         co_i, APPLY_AHEAD               ; prefetches the rest ahead)
@@ -273,27 +271,6 @@ coordinate:
 .next_entry:
     inc         co_i
     jmp         .entry
-.pushes:                                        ; the threads applied the deltas
-    mov         rax, [co_dm + dmap.newpairs]    ; (apply_part): each map slot
-    add         [co_ctx + tctx.ptused], rax     ; holds the count to push, or 0
-    mov         qword [co_dm + dmap.newpairs], 0
-    xor         co_i_d, co_i_d
-.push:
-    cmp         co_i, [co_dm + dmap.used]
-    jae         .thread_done
-    mov         rax, [co_dm + dmap.list]
-    mov         eax, [rax + co_i * 4]
-    shl         rax, 4
-    add         rax, [co_dm + dmap.slots]
-    mov         rsi, [rax + pslot.val]
-    test        rsi, rsi
-    jz          .pushed
-    mov         rdx, [rax + pslot.key]
-    mov         rdi, co_ctx
-    call        tr_heap_push
-.pushed:
-    inc         co_i
-    jmp         .push
 .thread_done:
     call        dm_clear
     inc         co_tid
@@ -353,155 +330,6 @@ coordinate:
 %undef  co_i_d
 
 ;=============================================================================
-; the parallel apply (T81): with PAR_APPLY_MIN deltas or more, every thread
-; applies the deltas of its own pairs, from all the maps, between barrier 2
-; and a third barrier; coordinate then only pushes and chooses.
-;=============================================================================
-
-; apply_wanted: rdi = ctx -> eax = 1 when the threads apply this merge's
-; deltas together: two threads or more, PAR_APPLY_MIN deltas in all the maps,
-; no map failed, and the pair table holds them all within 3/4 of its slots
-; (so nobody grows it).  Every thread gets the same answer (the maps and the
-; table are not written between barrier 2 and here).  Clobbers rcx, rdx, rsi.
-static apply_wanted:function
-apply_wanted:
-    xor         eax, eax
-    cmp         qword [rdi + tctx.nth], 2
-    jb          .ret
-    xor         edx, edx                        ; deltas, all maps
-    xor         ecx, ecx
-.sum:
-    mov         rsi, [rdi + tctx.dm + rcx * 8]
-    cmp         qword [rsi + dmap.status], 0
-    jne         .ret
-    add         rdx, [rsi + dmap.used]
-    inc         rcx
-    cmp         rcx, [rdi + tctx.nth]
-    jb          .sum
-    cmp         rdx, PAR_APPLY_MIN
-    jb          .ret
-    add         rdx, [rdi + tctx.ptused]        ; 4 (used + deltas) <= 3 slots
-    shl         rdx, 2
-    mov         rcx, [rdi + tctx.ptmask]
-    lea         rcx, [rcx * 2 + rcx + 3]
-    cmp         rdx, rcx
-    ja          .ret
-    mov         eax, 1
-.ret:
-    ret
-
-; apply_part: rdi = ctx, rsi = tid.  Applies, from every thread's map, the
-; deltas of the pairs this thread owns (owner = the top bits of PAIR_HASH(P)
-; times nth: each pair has one) to the pair table.  A pair's count is changed
-; by its owner alone; a new pair claims its slot with lock cmpxchg on the key
-; (EMPTY_KEY -> P; a lost race leaves another pair there, and the probe goes
-; on).  The map slot then holds the pair's new count when the delta was
-; positive (coordinate pushes it), else 0.  The pairs added go to the map's
-; .newpairs.  Clobbers the caller-saved registers.
-%define ap_ctx  r12   ; the context
-%define ap_tid  r13   ; this thread
-%define ap_u    r14   ; the map being read (its thread)
-%define ap_dm   rbx   ; that map
-%define ap_i    r15   ; the delta (index in its list)
-%define ap_new  rbp   ; pairs this thread added
-static apply_part:function
-apply_part:
-    SAVE        rbx, rbp, r12, r13, r14, r15
-    mov         ap_ctx, rdi
-    mov         ap_tid, rsi
-    xor         ap_new, ap_new
-    xor         ap_u, ap_u
-.map:
-    cmp         ap_u, [ap_ctx + tctx.nth]
-    jae         .done
-    mov         ap_dm, [ap_ctx + tctx.dm + ap_u * 8]
-    xor         ap_i, ap_i
-.entry:
-    cmp         ap_i, [ap_dm + dmap.used]
-    jae         .map_next
-    lea         rcx, [ap_i + APPLY_AHEAD]       ; prefetch the pair-table slot
-    cmp         rcx, [ap_dm + dmap.used]        ; of the delta APPLY_AHEAD on,
-    jae         .prefetched                     ; when it is this thread's
-    mov         rax, [ap_dm + dmap.list]
-    mov         eax, [rax + rcx * 4]
-    shl         rax, 4
-    add         rax, [ap_dm + dmap.slots]
-    mov         rax, [rax + pslot.key]
-    PAIR_HASH   rax, eax, rdx
-    mov         rcx, rax
-    imul        rcx, [ap_ctx + tctx.nth]
-    shr         rcx, 32
-    cmp         rcx, ap_tid
-    jne         .prefetched
-    and         rax, [ap_ctx + tctx.ptmask]
-    shl         rax, 4
-    add         rax, [ap_ctx + tctx.pt]
-    prefetcht0  [rax]
-.prefetched:
-    mov         rdi, [ap_dm + dmap.list]
-    mov         edi, [rdi + ap_i * 4]
-    shl         rdi, 4
-    add         rdi, [ap_dm + dmap.slots]       ; the map's slot
-    mov         rsi, [rdi + pslot.key]          ; P
-    mov         rdx, [rdi + pslot.val]          ; its delta
-    mov         r9, rsi
-    PAIR_HASH   r9, r9d, r8                     ; its hash: the owner and home
-    mov         rcx, r9
-    imul        rcx, [ap_ctx + tctx.nth]
-    shr         rcx, 32
-    cmp         rcx, ap_tid
-    jne         .next                           ; another thread's pair
-    test        rdx, rdx
-    jz          .next                           ; (0: nothing to push either)
-    mov         r10, [ap_ctx + tctx.pt]
-    mov         r11, [ap_ctx + tctx.ptmask]
-.probe:
-    and         r9, r11
-    mov         rcx, r9
-    shl         rcx, 4
-    add         rcx, r10
-    mov         r8, [rcx + pslot.key]
-    cmp         r8, rsi
-    je          .have
-    cmp         r8, EMPTY_KEY
-    je          .claim
-.probe_next:
-    inc         r9
-    jmp         .probe
-.claim:
-    mov         rax, EMPTY_KEY
-    lock cmpxchg [rcx + pslot.key], rsi
-    jne         .probe_next                     ; another thread's new pair
-    mov         [rcx + pslot.val], rdx          ; (count = delta)
-    inc         ap_new
-    mov         r8, rdx
-    jmp         .counted
-.have:
-    add         [rcx + pslot.val], rdx
-    mov         r8, [rcx + pslot.val]
-.counted:
-    xor         ecx, ecx                        ; the count to push: the new
-    test        rdx, rdx                        ; one after a rise, else none
-    cmovle      r8, rcx
-    mov         [rdi + pslot.val], r8
-.next:
-    inc         ap_i
-    jmp         .entry
-.map_next:
-    inc         ap_u
-    jmp         .map
-.done:
-    mov         rax, [ap_ctx + tctx.dm + ap_tid * 8]
-    mov         [rax + dmap.newpairs], ap_new
-    RESTORE
-%undef  ap_ctx
-%undef  ap_tid
-%undef  ap_u
-%undef  ap_dm
-%undef  ap_i
-%undef  ap_new
-
-;=============================================================================
 ; worker(ctx, tid): the merge loop of every thread.  Barrier 1: the merge is
 ; chosen (or tctx.done).  Scan and rewrite this thread's words.  Barrier 2: all
 ; scans done; thread 0 coordinates while the others wait at barrier 1.
@@ -512,7 +340,7 @@ apply_part:
 %define wk_tid r13   ; this thread
 %define wk_dm  rbx   ; its delta map
 PROC worker
-    SAVE        rbx, r12, r13, r14, r15
+    SAVE        rbx, r12, r13
     mov         wk_ctx, rdi
     mov         wk_tid, rsi
     mov         wk_dm, [wk_ctx + tctx.dm + wk_tid * 8]
@@ -537,29 +365,6 @@ PROC worker
 .scanned:
     lea         rdi, [wk_ctx + tctx.bar]
     call        asmbpe_barrier_wait
-    mov         rdi, wk_ctx
-    call        apply_wanted
-    test        eax, eax
-    jz          .serial_apply
-    RDTSC64                                     ; all threads apply (T81), then
-    mov         r14, rax                        ; barrier 3; thread 0 pushes
-    mov         rdi, wk_ctx                     ; and chooses
-    mov         rsi, wk_tid
-    call        apply_part
-    lea         rdi, [wk_ctx + tctx.bar]
-    call        asmbpe_barrier_wait
-    test        wk_tid, wk_tid
-    jnz         .round
-    RDTSC64
-    sub         rax, r14
-    mov         rdx, [wk_ctx + tctx.stats]
-    add         [rdx + ST_CYC_APPLY * 8], rax
-    mov         qword [wk_ctx + tctx.applied], 1
-    mov         rdi, wk_ctx
-    call        coordinate
-    mov         qword [wk_ctx + tctx.applied], 0
-    jmp         .round
-.serial_apply:
     test        wk_tid, wk_tid
     jnz         .round
     mov         rdi, wk_ctx
