@@ -83,6 +83,16 @@ ENDPROC
 ; moves it 16 at a time, its last 16 (or its two halves, when shorter) loaded
 ; before any store: the destination never passes the source, so no store
 ; reaches a token not yet read (T80).
+; MOVE_ENDS insn, ra, rb, n: compact's move of a short word: its first and
+; its last n bytes (from rax, and ending at rsi) loaded into ra and rb, then
+; stored at rdi and ending at W's new write position, then on to .moved.
+%macro MOVE_ENDS 4
+    %1          %2, [rax]
+    %1          %3, [rsi - %4]
+    %1          [rdi], %2
+    %1          [cp_w + cp_wpos * TW - %4], %3
+    jmp         .moved
+%endmacro
 %define cp_ctx    rbx   ; the context
 %define cp_w      r8    ; W
 %define cp_ws     r9    ; word starts
@@ -160,24 +170,13 @@ PROC compact
 .move_short:                                    ; 2..15 tokens: the first and
     cmp         rdx, 8                          ; the last 8, 4 or 2 (they
     jb          .move_4                         ; overlap), both loaded first
-    vmovdqu     xmm0, [rax]
-    vmovdqu     xmm1, [rsi - 16]
-    vmovdqu     [rdi], xmm0
-    vmovdqu     [cp_w + cp_wpos * TW - 16], xmm1
-    jmp         .moved
+    MOVE_ENDS   vmovdqu, xmm0, xmm1, 16
 .move_4:
     cmp         rdx, 4
     jb          .move_2
-    mov         rdx, [rax]
-    mov         rax, [rsi - 8]
-    mov         [rdi], rdx
-    mov         [cp_w + cp_wpos * TW - 8], rax
-    jmp         .moved
+    MOVE_ENDS   mov, rdx, rax, 8
 .move_2:
-    mov         edx, [rax]
-    mov         eax, [rsi - 4]
-    mov         [rdi], edx
-    mov         [cp_w + cp_wpos * TW - 4], eax
+    MOVE_ENDS   mov, edx, eax, 4
 .moved:
 %else
 .move:                                          ; forward copy: write <= read

@@ -138,12 +138,7 @@ def test_short_words_told_apart_by_hash_and_length(threads):
     WordTable.add: the counts are exact."""
     rng = random.Random(68 + threads)
     letters = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    vocab = set()
-    for n in range(1, 9):                       # 1..8 letters, each position changed
-        base = bytes(rng.choice(letters) for _ in range(n))
-        for i in range(n):
-            for c in letters[:20]:
-                vocab.add(base[:i] + bytes([c]) + base[i + 1:])
+    vocab = _one_byte_apart(rng, letters, range(1, 9), 20)
     while len(vocab) < 40000:
         vocab.add(bytes(rng.choice(letters) for _ in range(rng.randrange(1, 9))))
     vocab = sorted(vocab)
@@ -166,6 +161,18 @@ def test_short_words_told_apart_by_hash_and_length(threads):
         t.close()
 
 
+def _one_byte_apart(rng, letters: bytes, lengths, k: int) -> set:
+    """For each length, a random word of `letters` and the words that differ from it
+    in one byte, at every position, by each of the first k letters."""
+    vocab = set()
+    for n in lengths:
+        base = bytes(rng.choice(letters) for _ in range(n))
+        for i in range(n):
+            for c in letters[:k]:
+                vocab.add(base[:i] + bytes([c]) + base[i + 1:])
+    return vocab
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_long_words_of_one_hash_told_apart(threads):
     """Words of 9 to 40 bytes that differ in one byte, at every position: the counting
@@ -175,14 +182,7 @@ def test_long_words_of_one_hash_told_apart(threads):
     word's last 8 bytes (every such pair then shares hash and length): the counts
     stayed exact, and failed with the mask taken at 16 bytes instead of len."""
     rng = random.Random(79 + threads)
-    letters = b"abcdefghijklmnopqrstuvwxyz"
-    vocab = set()
-    for n in range(9, 41):
-        base = bytes(rng.choice(letters) for _ in range(n))
-        for i in range(n):
-            for c in letters[:6]:
-                vocab.add(base[:i] + bytes([c]) + base[i + 1:])
-    vocab = sorted(vocab)
+    vocab = sorted(_one_byte_apart(rng, b"abcdefghijklmnopqrstuvwxyz", range(9, 41), 6))
     docs = [b" ".join(rng.choice(vocab) for _ in range(3000)) for _ in range(16)]
     want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
     t = WordTable("seed")
