@@ -235,6 +235,17 @@ ENDPROC
 ; r8-r11, ymm0-ymm15 (the u16 build's vector loop; vzeroupper after it).
 ;=============================================================================
 %define bb_ctx rsi   ; the context
+; CHUNK_Q_BIT: the chunk of position rcx: r9 = the byte offset of its qword in
+; a bitmap, r11 = its bit there (chunk mod 64).  Clobbers rdx.
+%macro CHUNK_Q_BIT 0
+    mov         rdx, rcx
+    shr         rdx, CHUNK_SHIFT                ; chunk
+    mov         r9, rdx
+    shr         r9, 6
+    shl         r9, 3
+    mov         r11d, 1
+    shlx        r11, r11, rdx
+%endmacro
 PROC bloom_build
     SAVE        rdi
     mov         bb_ctx, rdi
@@ -281,13 +292,7 @@ PROC bloom_build
 .group:
     cmp         rcx, [bb_ctx + tctx.wlen]
     jae         .groups_done
-    mov         rdx, rcx
-    shr         rdx, CHUNK_SHIFT                ; chunk
-    mov         r9, rdx
-    shr         r9, 6
-    shl         r9, 3                           ; its qword in a bitmap
-    mov         r11d, 1
-    shlx        r11, r11, rdx                   ; its bit
+    CHUNK_Q_BIT
     vmovd       xmm9, r9d
     vpbroadcastd ymm9, xmm9
     vmovdqu     ymm0, [r8 + rcx * 2]            ; a: tokens p .. p + 15
@@ -349,13 +354,7 @@ PROC bloom_build
     LDT         eax, [r8 + rcx * TW]
     cmp         eax, SEP
     je          .next
-    mov         rdx, rcx
-    shr         rdx, CHUNK_SHIFT                ; chunk
-    mov         r9, rdx
-    shr         r9, 6
-    shl         r9, 3                           ; its qword in a bitmap
-    mov         r11d, 1
-    shlx        r11, r11, rdx                   ; its bit (count mod 64)
+    CHUNK_Q_BIT
     mov         edx, eax
     and         eax, FILT_MASK
     imul        rax, r10                        ; the token's bucket bitmap

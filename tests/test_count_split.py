@@ -144,10 +144,8 @@ def test_short_words_told_apart_by_hash_and_length(threads):
     vocab = sorted(vocab)
     docs = [b"\n".join(rng.choice(vocab) for _ in range(2000)) for _ in range(60)]
     want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
-    t = WordTable("seed")
+    t = _counted_in_two_calls(docs, threads)
     try:
-        t.count(docs[:30], threads=threads, max_word_bytes=0)
-        t.count(docs[30:], threads=threads, max_word_bytes=0)
         assert words(t) == want
         data, ends, cnt = t.export()
         u = WordTable("seed")
@@ -159,6 +157,16 @@ def test_short_words_told_apart_by_hash_and_length(threads):
             u.close()
     finally:
         t.close()
+
+
+def _counted_in_two_calls(docs, threads: int) -> WordTable:
+    """A seed table of docs counted in two calls (the second merging its words into
+    the persistent table, which owns copies of the first's); the caller closes it."""
+    t = WordTable("seed")
+    half = len(docs) // 2
+    t.count(docs[:half], threads=threads, max_word_bytes=0)
+    t.count(docs[half:], threads=threads, max_word_bytes=0)
+    return t
 
 
 def _one_byte_apart(rng, letters: bytes, lengths, k: int) -> set:
@@ -185,10 +193,8 @@ def test_long_words_of_one_hash_told_apart(threads):
     vocab = sorted(_one_byte_apart(rng, b"abcdefghijklmnopqrstuvwxyz", range(9, 41), 6))
     docs = [b" ".join(rng.choice(vocab) for _ in range(3000)) for _ in range(16)]
     want = dict(twin.count_words(docs, max_word_bytes=0, pretokenizer="seed"))
-    t = WordTable("seed")
+    t = _counted_in_two_calls(docs, threads)
     try:
-        t.count(docs[:8], threads=threads, max_word_bytes=0)
-        t.count(docs[8:], threads=threads, max_word_bytes=0)
         assert words(t) == want
     finally:
         t.close()
