@@ -49,7 +49,6 @@ from .corpora import (ReadOptions, estimate_bytes, give_back_freed_memory, iter_
 from .errors import AsmbpeError, OutOfMemory, memory_phase
 from .pretokenizers import DEFAULT as DEFAULT_PRETOKENIZER
 from .pretokenizers import resolve
-from .loaded import trained_tokenizer
 from .tokenizer import MAX_VOCAB, N_BYTES, N_SPECIAL, Document, Tokenizer
 
 np = lazy_numpy(globals())    # numpy imported on first use (harness/_lazy.py)
@@ -531,9 +530,11 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
 
     stats = _stats(L, raw, seconds, train_call)
     result = TrainResult(table, counts, None, narrow, stats)
-    # asmbpe's own u16 tokenizer, from the table as the trainer wrote it
-    result.tokenizer = (Tokenizer._trained(table, pretok) if narrow
-                        else trained_tokenizer(result.merges, pretok.name))
+    if narrow:              # asmbpe's own u16 tokenizer, from the table as written
+        result.tokenizer = Tokenizer._trained(table, pretok)
+    else:                   # above 65,535 ids (harness.loaded and harness.vocab are
+        from .loaded import trained_tokenizer   # imported for these only)
+        result.tokenizer = trained_tokenizer(result.merges, pretok.name)
     stats.update(
         bytes_in=0, documents=0, chunks=chunks, unique_words=unique_words,
         merges=learned, merges_asked=n_merges, pretokenizer=pretok.name, count_threads=0,
