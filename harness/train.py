@@ -484,7 +484,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     # numpy: `asmbpe train` never imports it (harness/_lazy.py)
     merge_c, width = ("uint64_t", 4) if wide else ("uint32_t", 2)
     merges_out = ffi.new(f"{merge_c}[]", max(n_merges, 1))
-    counts = ffi.new("uint64_t[]", max(n_merges, 1))
+    counts_out = ffi.new("uint64_t[]", max(n_merges, 1))
     raw = ffi.new("uint64_t[]", int(L.ASMBPE_TS_COUNT))
     if wide and _wide is not True and _wide is not None:
         raw[L.ASMBPE_TS_NARROW] = _check_int("_wide", _wide, 1)
@@ -501,7 +501,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
 
         def live() -> tuple[int, int]:
             m = int(raw[i_merges])
-            return m, int(counts[m - 1]) if m else 0
+            return m, int(counts_out[m - 1]) if m else 0
         set_live(live)
     report("merge", 0, n_merges)
     t1 = time.perf_counter()
@@ -510,7 +510,7 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
         loop_threads = 1                # tiny word arrays: two barriers a merge cost
                                         # more than a second scanner saves
     train_fn = L.asmbpe_train32 if wide else L.asmbpe_train
-    status = train_fn(tab, n_merges, min_count, loop_threads, flags, merges_out, counts, raw)
+    status = train_fn(tab, n_merges, min_count, loop_threads, flags, merges_out, counts_out, raw)
     train_call = time.perf_counter() - t1
     if _release:
         table.close()                   # empty now: nothing else may use it
@@ -520,7 +520,8 @@ def train_words(table: WordTable, vocab_size: int = 32768, threads: int | None =
     narrow = N_BYTES + learned + N_SPECIAL <= MAX_VOCAB     # every id fits in u16
     if narrow and wide:
         table = _narrow_table(table)
-    counts = ffi.buffer(counts, 8 * learned)[:]
+    counts = ffi.buffer(counts_out, 8 * learned)[:]   # (live() keeps reading
+                                                    # counts_out: not rebound)
     if status == EVERIFY:
         failed = TrainResult(table, counts, None, narrow)
         raise TrainError(_verify_message(L, raw, failed.merges, failed.counts), EVERIFY)
