@@ -211,61 +211,188 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [rdi + tctx.wc], rax
     test        rax, rax
     jz          .enomem
-    mov         r8, [at_tab + wtab.slots]       ; fill
-    mov         r9, [at_tab + wtab.mask]
-    inc         r9
-    shl         r9, 5
-    add         r9, r8
+    ; fill W block by block (LAYOUT_BLOCK slots, train.inc): pass 1 keys
+    ; each word of the block (LAYOUT_KEY) and counts the positions and words
+    ; of each key, then each key gets its run of W, then pass 2 copies the
+    ; words into their runs and writes WS and WC
+    mov         edi, LAYOUT_SCRATCH
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem_layout
+    mov         r13, rax                        ; the scratch (zero)
+    mov         rdi, [rsp + 16]
     mov         r10, [rdi + tctx.w]
     mov         TWORD [r10], SEP
-    mov         ecx, 1                          ; position
-    xor         r11d, r11d                      ; k
-.fill_slot:
+    mov         qword [r13], 1                  ; the next position
+    mov         r14, [at_tab + wtab.mask]
+    inc         r14
+    shl         r14, 5
+    add         r14, [at_tab + wtab.slots]      ; the slots' end
+    mov         r8, [at_tab + wtab.slots]
+.lay_block:
+    cmp         r8, r14
+    jae         .laid
+    lea         r9, [r8 + LAYOUT_BLOCK * slot_size]
+    cmp         r9, r14
+    cmova       r9, r14                         ; the block's end
+    push        r8                              ; (its start, for pass 2)
+    push        r8
+    lea         rdi, [r13 + LAYOUT_KEYBUF]      ; the key of each slot
+.key_slot:
     cmp         r8, r9
-    jae         .filled
+    jae         .keyed
     lea         rax, [r8 + FILL_AHEAD * slot_size]  ; the word FILL_AHEAD slots
     cmp         rax, r9                         ; on: its bytes (in the arena,
-    jae         .fill_prefetched                ; in insertion order, not the
+    jae         .key_prefetched                 ; in insertion order, not the
     mov         rax, [rax + slot.key]           ; slots' hash order) prefetched
     add         rax, [at_tab + wtab.base]       ; (an empty slot's key: any
     prefetcht0  [rax]                           ; address, no fault)
-.fill_prefetched:
+.key_prefetched:
+    cmp         qword [r8 + slot.count], 0
+    je          .key_next
+    mov         edx, [r8 + slot.len]
+    cmp         edx, 2
+    jb          .key_next
+    mov         rsi, [r8 + slot.key]
+    add         rsi, [at_tab + wtab.base]
+    ; the word's key: its first byte of 0x80+ within its first 32 bytes
+    ; (the arena keeps KEY_SLACK readable bytes after a key), lead, and the
+    ; byte after it, next (0 past the word): 128 + (lead & 0x7F) << 6 |
+    ; (next & 0x3F), the script of the word's first non-ASCII character; a
+    ; word without one (of those 32 bytes): its first byte
+    vmovdqu     ymm0, [rsi]
+    vpmovmskb   ecx, ymm0
+    mov         r11d, 32
+    cmp         edx, r11d
+    cmovb       r11d, edx
+    bzhi        ecx, ecx, r11d
+    movzx       eax, byte [rsi]
+    tzcnt       ecx, ecx
+    jc          .key_put                        ; (no such byte)
+    movzx       eax, byte [rsi + rcx]           ; lead
+    and         eax, 0x7F
+    shl         eax, 6
+    inc         ecx
+    cmp         ecx, edx
+    jae         .key_lead
+    movzx       r11d, byte [rsi + rcx]          ; next
+    and         r11d, 0x3F
+    or          eax, r11d
+.key_lead:
+    add         eax, 128
+.key_put:
+    mov         [rdi], ax
+    shl         eax, 4
+    inc         edx                             ; the word and its SEP
+    add         [r13 + LAYOUT_HIST + rax], rdx
+    inc         qword [r13 + LAYOUT_HIST + rax + 8]
+.key_next:
+    add         r8, slot_size
+    add         rdi, 2
+    jmp         .key_slot
+.keyed:
+    ; each key's run: its first position and first word, in key order
+    mov         rcx, [r13]                      ; the next position
+    mov         r11, [r13 + 8]                  ; the next word
+    lea         rax, [r13 + LAYOUT_HIST]
+    lea         rdx, [r13 + LAYOUT_KEYBUF]
+.run:
+    mov         rsi, [rax]
+    mov         [rax], rcx
+    add         rcx, rsi
+    mov         rsi, [rax + 8]
+    mov         [rax + 8], r11
+    add         r11, rsi
+    add         rax, 16
+    cmp         rax, rdx
+    jb          .run
+    mov         [r13], rcx
+    mov         [r13 + 8], r11
+    pop         r8
+    pop         r8
+    lea         rdi, [r13 + LAYOUT_KEYBUF]
+.fill_slot:
+    cmp         r8, r9
+    jae         .filled_block
     mov         rax, [r8 + slot.count]
     test        rax, rax
     jz          .fill_next
-    mov         rdx, [r8 + slot.len]
-    cmp         rdx, 2
+    mov         edx, [r8 + slot.len]
+    cmp         edx, 2
     jb          .fill_next
-    mov         rsi, [rdi + tctx.wc]
-    mov         [rsi + r11 * 8], rax
-    mov         rsi, [rdi + tctx.ws]
-    mov         [rsi + r11 * 8], rcx
-    inc         r11
+    movzx       r11d, word [rdi]
+    shl         r11d, 4
+    add         r11, r13                        ; its key's run (+ LAYOUT_HIST)
+    mov         rcx, [r11 + LAYOUT_HIST]        ; the word's position
+    mov         rsi, [r11 + LAYOUT_HIST + 8]    ; and index k
+    inc         qword [r11 + LAYOUT_HIST + 8]
+    lea         r11, [r11 + LAYOUT_HIST]
+    push        rdi
+    mov         rdi, [rsp + 24]                 ; ctx
+    push        rdx
+    mov         rdx, [rdi + tctx.wc]
+    mov         [rdx + rsi * 8], rax
+    mov         rdx, [rdi + tctx.ws]
+    mov         [rdx + rsi * 8], rcx
+    pop         rdx
+    pop         rdi
+    lea         rax, [rdx + 1]
+    add         [r11], rax                      ; the run's next position
     mov         rsi, [r8 + slot.key]
     add         rsi, [at_tab + wtab.base]
 %ifndef TOK32
-.fill_8:                                        ; 8 bytes -> 8 tokens a round:
-    vpmovzxbw   xmm0, [rsi]                     ; up to 7 past the word's end
-    vmovdqu     [r10 + rcx * TW], xmm0          ; (the arena has KEY_SLACK bytes
-    add         rsi, 8                          ; after its keys; the next word,
-    add         rcx, 8                          ; 8 tokens at least, or W_TAIL's
-    sub         rdx, 8                          ; SEPs cover those tokens)
-    ja          .fill_8
-    add         rcx, rdx                        ; (rdx in -7..0: the word's end)
-%else
+    cmp         edx, 8
+    jb          .fill_byte
+.fill_8:                                        ; 8 bytes -> 8 tokens a round,
+    cmp         edx, 8                          ; then the last 8 (they may
+    jbe         .fill_last8                     ; overlap): nothing is written
+    vpmovzxbw   xmm0, [rsi]                     ; past the word, whose next
+    vmovdqu     [r10 + rcx * TW], xmm0          ; position in W may hold a word
+    add         rsi, 8                          ; of another key already
+    add         rcx, 8
+    sub         edx, 8
+    jmp         .fill_8
+.fill_last8:
+    vpmovzxbw   xmm0, [rsi + rdx - 8]
+    lea         rcx, [rcx + rdx]
+    vmovdqu     [r10 + rcx * TW - 8 * TW], xmm0
+    jmp         .fill_sep
+%endif
 .fill_byte:
     movzx       eax, byte [rsi]
     STT         [r10 + rcx * TW], eax
     inc         rsi
     inc         rcx
-    dec         rdx
+    dec         edx
     jnz         .fill_byte
-%endif
+.fill_sep:
     mov         TWORD [r10 + rcx * TW], SEP
-    inc         rcx
 .fill_next:
     add         r8, slot_size
+    add         rdi, 2
     jmp         .fill_slot
+.filled_block:
+    lea         rdi, [r13 + LAYOUT_HIST]        ; the counts of the next block
+    lea         rdx, [r13 + LAYOUT_KEYBUF]
+    vpxor       xmm0, xmm0, xmm0
+.clear_runs:
+    vmovdqu     [rdi], ymm0
+    add         rdi, 32
+    cmp         rdi, rdx
+    jb          .clear_runs
+    jmp         .lay_block
+.laid:
+    vzeroupper
+    mov         rcx, [r13]                      ; W's end
+    mov         rdi, r13
+    mov         esi, LAYOUT_SCRATCH
+    push        rcx
+    push        rcx
+    call        asmbpe_unmap
+    pop         rcx
+    pop         rcx
+    mov         rdi, [rsp + 16]
+    mov         r10, [rdi + tctx.w]
 .filled:
     mov         edx, W_TAIL
 .fill_tail:
