@@ -17,7 +17,7 @@
 ;   train_scan.asm     scan and rewrite of a segment (scan_segment)
 ;   train_compact.asm  segments, compaction, chunk filters (bloom_build)
 ;   train_merge.asm    merge loop: worker, coordinate, choose, record_merge
-;   train_recount.asm  count_all_pairs, naive_loop, verify
+;   train_recount.asm  count_byte_pairs, count_all_pairs, naive_loop, verify
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
 %include "sys.inc"
@@ -34,6 +34,7 @@ extern dm_free
 extern segments
 extern bloom_build
 extern count_all_pairs
+extern count_byte_pairs
 extern choose
 extern worker
 extern naive_loop
@@ -501,7 +502,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     push        rax
     push        rax
     mov         rdi, [rsp + 16]
-    call        count_all_pairs
+    call        count_byte_pairs
     mov         r8, [rdi + tctx.stats]
     mov         rax, [rdi + tctx.ptused]
     mov         [r8 + ST_PAIRS * 8], rax

@@ -1,7 +1,7 @@
 ;-----------------------------------------------------------------------------
 ; train_recount.asm — BPE training: the routines that count every pair of W
-; from scratch.  count_all_pairs fills the pair table (train_pairs.asm) for
-; asmbpe_train's first merge; naive_loop, asmbpe_train's TF_NAIVE mode,
+; from scratch.  count_byte_pairs (count_all_pairs as its fallback) fills
+; the pair table (train_pairs.asm) for asmbpe_train's first merge; naive_loop, asmbpe_train's TF_NAIVE mode,
 ; recounts every pair for every merge (one thread: the reference the fast
 ; loop of train_merge.asm is checked against); verify (TF_VERIFY) recounts
 ; at the end and compares with the pair table the merge loop kept.
@@ -68,6 +68,83 @@ ENDPROC
 %undef  ca_i
 %undef  ca_cnt
 %undef  ca_w
+
+;=============================================================================
+; count_byte_pairs: rdi = ctx.  count_all_pairs for a W whose tokens are all
+; bytes (as laid out, before the first merge): the counts go into a direct
+; array of the 65,536 byte pairs (512 KB, mostly in L2) instead of a probe
+; of the pair table per position, and each pair that occurs is then added to
+; the table once.  Falls back to count_all_pairs when the array cannot be
+; mapped.  Keeps rdi.
+;=============================================================================
+%define cb_ctx  rbx   ; the context
+%define cb_k    r12   ; the word
+%define cb_k_d  r12d  ; (32-bit view)
+%define cb_arr  r13   ; u64 counts [left << 8 | right]
+%define cb_cnt  r14   ; the word's count
+%define cb_w    r15   ; W
+PROC count_byte_pairs
+    SAVE        rbx, r12, r13, r14, r15
+    mov         cb_ctx, rdi
+    mov         edi, 65536 * 8
+    call        asmbpe_map
+    test        rax, rax
+    jz          .fallback
+    mov         cb_arr, rax
+    mov         cb_w, [cb_ctx + tctx.w]
+    xor         cb_k_d, cb_k_d
+.word:
+    cmp         cb_k, [cb_ctx + tctx.nw]
+    jae         .counted
+    mov         rax, [cb_ctx + tctx.ws]
+    mov         rcx, [rax + cb_k * 8]           ; the word's first position
+    mov         rax, [cb_ctx + tctx.wc]
+    mov         cb_cnt, [rax + cb_k * 8]
+    inc         cb_k
+    LDT         eax, [cb_w + rcx * TW]          ; left
+.pair:
+    LDT         edx, [cb_w + rcx * TW + TW]     ; right
+    cmp         edx, SEP
+    je          .word
+    shl         eax, 8
+    or          eax, edx
+    add         [cb_arr + rax * 8], cb_cnt
+    mov         eax, edx
+    inc         rcx
+    jmp         .pair
+.counted:
+    xor         r12d, r12d                      ; each pair that occurs, in
+.put:                                           ; order, to the table
+    mov         rdx, [cb_arr + r12 * 8]
+    test        rdx, rdx
+    jz          .put_next
+    mov         rsi, r12
+    shr         rsi, 8
+    shl         rsi, PSHIFT
+    movzx       eax, r12b
+    or          rsi, rax                        ; left << PSHIFT | right
+    mov         rdi, cb_ctx
+    call        pt_add
+.put_next:
+    inc         r12d
+    cmp         r12d, 65536
+    jb          .put
+    mov         rdi, cb_arr
+    mov         esi, 65536 * 8
+    call        asmbpe_unmap
+    mov         rdi, cb_ctx
+    RESTORE
+.fallback:
+    mov         rdi, cb_ctx
+    call        count_all_pairs
+    RESTORE
+ENDPROC
+%undef  cb_ctx
+%undef  cb_k
+%undef  cb_k_d
+%undef  cb_arr
+%undef  cb_cnt
+%undef  cb_w
 
 ;=============================================================================
 ; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
