@@ -41,6 +41,8 @@ struc scan_frame
     .pfq1:      resq 1          ; the chunk the last .pf_next found (-1: none)
     .pfq2:      resq 1          ; the one the call before found (-1: none)
     .mlo:       resq 1          ; (.rw_done: the first position to mark)
+    .abd:       resq 1          ; the counts of the replacements so far: the
+                                ; delta of (a, b), added to the map once at .done
 endstruc
 %define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
 %define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
@@ -194,6 +196,7 @@ PROC scan_segment
     mov         qword [rsp + scan_frame.pfc], 0
     mov         qword [rsp + scan_frame.pfq1], -1
     mov         qword [rsp + scan_frame.pfq2], -1
+    mov         qword [rsp + scan_frame.abd], 0
     mov         rcx, [rsp + scan_frame.khi]
     cmp         sc_word, rcx
     jae         .done
@@ -457,7 +460,7 @@ PROC scan_segment
 
     ; rewrite in place, left to right, with the exact local deltas of each
     ; replacement of (a, b) at old position r by t at new position w:
-    ;   prev p (new) : (p, a) -c, (p, t) +c;  (a, b) -c;
+    ;   prev p (new) : (p, a) -c, (p, t) +c;  (a, b) -c (summed in .abd);
     ;   next n (old) : (b, n) -c, (t, n) +c
     ; (dm_add keeps r10, r11, rdi, rsi, rdx)
     mov         sc_rd, [rsp + scan_frame.s]     ; read
@@ -486,12 +489,8 @@ PROC scan_segment
     mov         rdx, [rsp + scan_frame.c]
     call        dm_add
 .no_prev:
-    mov         rsi, [sc_ctx + tctx.a]          ; (a, b) -c
-    shl         rsi, PSHIFT
-    or          rsi, [sc_ctx + tctx.b]
-    mov         rdx, [rsp + scan_frame.c]
-    neg         rdx
-    call        dm_add
+    mov         rdx, [rsp + scan_frame.c]       ; (a, b) -c: summed, one
+    add         [rsp + scan_frame.abd], rdx     ; dm_add at .done
     lea         rax, [sc_rd + 2]
     cmp         rax, [rsp + scan_frame.e]
     jae         .no_next
@@ -700,6 +699,15 @@ PROC scan_segment
 
 .done:
     vzeroupper
+    mov         rdx, [rsp + scan_frame.abd]     ; (a, b): minus the counts of
+    test        rdx, rdx                        ; all this segment's
+    jz          .ab_added                       ; replacements
+    neg         rdx
+    mov         rsi, [sc_ctx + tctx.a]
+    shl         rsi, PSHIFT
+    or          rsi, [sc_ctx + tctx.b]
+    call        dm_add
+.ab_added:
     call        flush_marks
     call        publish_found
     RDTSC64
