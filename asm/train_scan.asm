@@ -41,6 +41,8 @@ struc scan_frame
     .pfq1:      resq 1          ; the chunk the last .pf_next found (-1: none)
     .pfq2:      resq 1          ; the one the call before found (-1: none)
     .mlo:       resq 1          ; (.rw_done: the first position to mark)
+    .lastc:     resq 1          ; the chunk last found, plus one (0: none)
+    .tchunk:    resq 1          ; the chunk whose t bit was marked last, plus one
     .abd:       resq 1          ; the counts of the replacements so far: the
                                 ; delta of (a, b), added to the map once at .done
 endstruc
@@ -61,7 +63,7 @@ endstruc
     mov         %3, %2
     shr         %3, 6
     lea         %1, [%1 + %3 * 8]               ; the chunk's qword
-    prefetchw   [%1]
+    prefetcht0  [%1]
     shl         %1, 6
     and         %2, 63
     or          %1, %2
@@ -197,6 +199,8 @@ PROC scan_segment
     mov         qword [rsp + scan_frame.pfq1], -1
     mov         qword [rsp + scan_frame.pfq2], -1
     mov         qword [rsp + scan_frame.abd], 0
+    mov         qword [rsp + scan_frame.lastc], 0
+    mov         qword [rsp + scan_frame.tchunk], 0
     mov         rcx, [rsp + scan_frame.khi]
     cmp         sc_word, rcx
     jae         .done
@@ -282,7 +286,6 @@ PROC scan_segment
     inc         rcx
     jmp         .vq_hit
 .chunk_found:
-    inc         qword [sc_dm + dmap.chunks]
     tzcnt       rdx, rdx
     add         rax, rdx                        ; the chunk to scan
     mov         rsi, rax
@@ -295,7 +298,12 @@ PROC scan_segment
     cmp         rax, sc_end
     cmova       rax, sc_end
     mov         [rsp + scan_frame.cend], rax    ; end of this chunk's scan
-    inc         rsi                             ; keep PF_DIST candidates
+    inc         rsi
+    cmp         rsi, [rsp + scan_frame.lastc]   ; the chunk of the word just
+    je          .vec                            ; rewritten: the walk stays
+    mov         [rsp + scan_frame.lastc], rsi
+    inc         qword [sc_dm + dmap.chunks]
+                                                ; keep PF_DIST candidates
     cmp         [rsp + scan_frame.pfc], rsi     ; ahead: start over past
     jae         .pf_one                         ; this chunk, or take one
     mov         [rsp + scan_frame.pfc], rsi     ; more step
@@ -510,10 +518,15 @@ PROC scan_segment
 .no_next:
     mov         eax, [sc_ctx + tctx.t]
     STT         [sc_w + sc_wr * TW], eax
-    mov         rcx, [rsp + scan_frame.ft]      ; t is now in this chunk
-    mov         rax, sc_wr
-    shr         rax, CHUNK_SHIFT
+    mov         rax, sc_wr                      ; t is now in this chunk
+    shr         rax, CHUNK_SHIFT                ; (once per chunk: the
+    lea         rcx, [rax + 1]                  ; replacements of one chunk
+    cmp         rcx, [rsp + scan_frame.tchunk]  ; mark the same bit)
+    je          .t_marked
+    mov         [rsp + scan_frame.tchunk], rcx
+    mov         rcx, [rsp + scan_frame.ft]
     SET_CHUNK_BIT rcx, rax, rdx
+.t_marked:
     cmp         sc_wr, [rsp + scan_frame.s]     ; and so are the pairs
     jbe         .no_prev_pair                   ; (prev, t) and (t, next)
     LDT         ecx, [sc_w + sc_wr * TW - TW]   ; (prev: final; next: the
