@@ -97,6 +97,33 @@ def test_verify_passes():
     assert_same(r, harness.train(docs, 272 + 4000))
 
 
+def test_layout_groups_by_script_without_changing_merges():
+    """The layout orders each block of the word table by a key from the word's first
+    byte of 0x80+ within its first 32 bytes and the byte after it (T82): words with
+    that byte first, second, 31st, 32nd (outside the keyed 32), 33rd and last (no byte
+    after it), ASCII-only words of 2..40 bytes (the copy's short, 8-byte and longer
+    paths), over 12,288 distinct words so that the table grows past one block.  The
+    order changes no merge: fast (1 and 3 threads) == naive == twin."""
+    rng = random.Random(24)
+    lead = [b"\xd0\xbe", b"\xe3\x81\x82", b"\xc3\xa9", b"\xe4\xb8\x80", b"\xd8\xa7", b"\xf0\x9f\x98\x80"]
+    words = set()
+    while len(words) < 16000:
+        n = rng.randrange(2, 41)
+        w = bytes(rng.choice(b"abcdefgh") for _ in range(n))
+        where = rng.choice([None, 0, 1, 30, 31, 32, 33, n - 1, n])
+        if where is not None:
+            k = min(where, len(w))
+            w = w[:k] + rng.choice(lead) + w[k:]
+        if rng.random() < 0.1:
+            w = w + rng.choice(lead)[:1]            # a lead byte as the last byte
+        words.add(w)
+    words = sorted(words)
+    rng.shuffle(words)
+    text = b" ".join(w * rng.randrange(1, 4) for w in words)
+    r = three_ways(text, 272 + 200, threads=(1, 3))
+    assert r.n_merges == 200 and r.stats["unique_words"] > 12_288
+
+
 # -------------------------------------------------------------- degenerate inputs
 
 def test_random_bytes_invalid_utf8():
