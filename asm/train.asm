@@ -15,6 +15,7 @@
 ;   train_heap.asm     max-heap of candidate pairs (tr_heap_*)
 ;   train_dmap.asm     per-thread delta maps (dm_*)
 ;   train_scan.asm     scan and rewrite of a segment (scan_segment)
+;   train_layout.asm   W laid out from the word table on every thread
 ;   train_compact.asm  segments, compaction, chunk filters (bloom_build)
 ;   train_merge.asm    merge loop: worker, coordinate, choose, record_merge
 ;   train_recount.asm  count_byte_pairs, count_all_pairs, naive_loop, verify
@@ -33,6 +34,8 @@ extern dm_alloc
 extern dm_free
 extern segments
 extern bloom_build
+extern bloom_par
+extern layout_words
 extern count_all_pairs
 extern count_byte_pairs
 extern choose
@@ -155,7 +158,22 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     RDTSC64
     push        rax
     push        rax
+    mov         rax, [at_tab + wtab.mask]       ; tctx.lblk: the first
+    add         rax, LAYOUT_BLOCK               ; position and word of each
+    shr         rax, 14                         ; block of LAYOUT_BLOCK slots
+%if LAYOUT_BLOCK != 1 << 14                     ; (train_layout.asm lays the
+%error "the blocks: the shift above"            ; blocks out on every thread),
+%endif                                          ; then the totals
     mov         rdi, [rsp + 16]
+    mov         [rdi + tctx.nblk], rax
+    shl         rax, 4
+    lea         rdi, [rax + 16]
+    call        asmbpe_map
+    mov         rdi, [rsp + 16]
+    test        rax, rax
+    jz          .enomem_layout
+    mov         [rdi + tctx.lblk], rax
+    mov         rcx, rax                        ; the block's record
     mov         r8, [at_tab + wtab.slots]
     mov         r9, [at_tab + wtab.mask]
     inc         r9
@@ -163,9 +181,19 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     add         r9, r8
     xor         r10d, r10d                      ; words
     xor         r11d, r11d                      ; tokens
-.count_slots:
+.count_block:
+    lea         rax, [r10 + r11 + 1]            ; (W[0] is a SEP)
+    mov         [rcx], rax
+    mov         [rcx + 8], r10
+    add         rcx, 16
     cmp         r8, r9
     jae         .counted
+    lea         rdx, [r8 + LAYOUT_BLOCK * slot_size]
+    cmp         rdx, r9
+    cmova       rdx, r9                         ; the block's end
+.count_slots:
+    cmp         r8, rdx
+    jae         .count_block
     cmp         qword [r8 + slot.count], 0
     je          .count_next
     mov         rax, [r8 + slot.len]
@@ -195,7 +223,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rdi, [rsp + 16]
     mov         [rdi + tctx.w], rax
     test        rax, rax
-    jz          .enomem
+    jz          .enomem_layout
     mov         rax, [rdi + tctx.nw]
     lea         rax, [rax * 8 + 4095 + 8]
     and         rax, ~4095
@@ -205,195 +233,30 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         rdi, [rsp + 16]
     mov         [rdi + tctx.ws], rax
     test        rax, rax
-    jz          .enomem
+    jz          .enomem_layout
     mov         rdi, [rdi + tctx.nwcap]
     call        asmbpe_map
     mov         rdi, [rsp + 16]
     mov         [rdi + tctx.wc], rax
     test        rax, rax
-    jz          .enomem
-    ; fill W block by block (LAYOUT_BLOCK slots, train.inc): pass 1 keys
-    ; each word of the block (LAYOUT_KEY) and counts the positions and words
-    ; of each key, then each key gets its run of W, then pass 2 copies the
-    ; words into their runs and writes WS and WC
-    mov         edi, LAYOUT_SCRATCH
-    call        asmbpe_map
-    test        rax, rax
     jz          .enomem_layout
-    mov         r13, rax                        ; the scratch (zero)
+    ; fill W block by block on every thread (train_layout.asm)
     mov         rdi, [rsp + 16]
     mov         r10, [rdi + tctx.w]
     mov         TWORD [r10], SEP
-    mov         qword [r13], 1                  ; the next position
-    mov         r14, [at_tab + wtab.mask]
-    inc         r14
-    shl         r14, 5
-    add         r14, [at_tab + wtab.slots]      ; the slots' end
-    mov         r8, [at_tab + wtab.slots]
-.lay_block:
-    cmp         r8, r14
-    jae         .laid
-    lea         r9, [r8 + LAYOUT_BLOCK * slot_size]
-    cmp         r9, r14
-    cmova       r9, r14                         ; the block's end
-    push        r8                              ; (its start, for pass 2)
-    push        r8
-    lea         rdi, [r13 + LAYOUT_KEYBUF]      ; the key of each slot
-.key_slot:
-    cmp         r8, r9
-    jae         .keyed
-    lea         rax, [r8 + FILL_AHEAD * slot_size]  ; the word FILL_AHEAD slots
-    cmp         rax, r9                         ; on: its bytes (in the arena,
-    jae         .key_prefetched                 ; in insertion order, not the
-    mov         rax, [rax + slot.key]           ; slots' hash order) prefetched
-    add         rax, [at_tab + wtab.base]       ; (an empty slot's key: any
-    prefetcht0  [rax]                           ; address, no fault)
-.key_prefetched:
-    cmp         qword [r8 + slot.count], 0
-    je          .key_next
-    mov         edx, [r8 + slot.len]
-    cmp         edx, 2
-    jb          .key_next
-    mov         rsi, [r8 + slot.key]
-    add         rsi, [at_tab + wtab.base]
-    ; the word's key: its first byte of 0x80+ within its first 32 bytes
-    ; (the arena keeps KEY_SLACK readable bytes after a key), lead, and the
-    ; byte after it, next (0 past the word): 128 + (lead & 0x7F) << 6 |
-    ; (next & 0x3F), the script of the word's first non-ASCII character; a
-    ; word without one (of those 32 bytes): its first byte
-    vmovdqu     ymm0, [rsi]
-    vpmovmskb   ecx, ymm0
-    mov         r11d, 32
-    cmp         edx, r11d
-    cmovb       r11d, edx
-    bzhi        ecx, ecx, r11d
-    movzx       eax, byte [rsi]
-    tzcnt       ecx, ecx
-    jc          .key_put                        ; (no such byte)
-    movzx       eax, byte [rsi + rcx]           ; lead
-    and         eax, 0x7F
-    shl         eax, 6
-    inc         ecx
-    cmp         ecx, edx
-    jae         .key_lead
-    movzx       r11d, byte [rsi + rcx]          ; next
-    and         r11d, 0x3F
-    or          eax, r11d
-.key_lead:
-    add         eax, 128
-.key_put:
-    mov         [rdi], ax
-    shl         eax, 4
-    inc         edx                             ; the word and its SEP
-    add         [r13 + LAYOUT_HIST + rax], rdx
-    inc         qword [r13 + LAYOUT_HIST + rax + 8]
-.key_next:
-    add         r8, slot_size
-    add         rdi, 2
-    jmp         .key_slot
-.keyed:
-    ; each key's run: its first position and first word, in key order
-    mov         rcx, [r13]                      ; the next position
-    mov         r11, [r13 + 8]                  ; the next word
-    lea         rax, [r13 + LAYOUT_HIST]
-    lea         rdx, [r13 + LAYOUT_KEYBUF]
-.run:
-    mov         rsi, [rax]
-    mov         [rax], rcx
-    add         rcx, rsi
-    mov         rsi, [rax + 8]
-    mov         [rax + 8], r11
-    add         r11, rsi
-    add         rax, 16
-    cmp         rax, rdx
-    jb          .run
-    mov         [r13], rcx
-    mov         [r13 + 8], r11
-    pop         r8
-    pop         r8
-    lea         rdi, [r13 + LAYOUT_KEYBUF]
-.fill_slot:
-    cmp         r8, r9
-    jae         .filled_block
-    mov         rax, [r8 + slot.count]
-    test        rax, rax
-    jz          .fill_next
-    mov         edx, [r8 + slot.len]
-    cmp         edx, 2
-    jb          .fill_next
-    movzx       r11d, word [rdi]
-    shl         r11d, 4
-    add         r11, r13                        ; its key's run (+ LAYOUT_HIST)
-    mov         rcx, [r11 + LAYOUT_HIST]        ; the word's position
-    mov         rsi, [r11 + LAYOUT_HIST + 8]    ; and index k
-    inc         qword [r11 + LAYOUT_HIST + 8]
-    lea         r11, [r11 + LAYOUT_HIST]
-    push        rdi
-    mov         rdi, [rsp + 24]                 ; ctx
-    push        rdx
-    mov         rdx, [rdi + tctx.wc]
-    mov         [rdx + rsi * 8], rax
-    mov         rdx, [rdi + tctx.ws]
-    mov         [rdx + rsi * 8], rcx
-    pop         rdx
-    pop         rdi
-    lea         rax, [rdx + 1]
-    add         [r11], rax                      ; the run's next position
-    mov         rsi, [r8 + slot.key]
-    add         rsi, [at_tab + wtab.base]
-%ifndef TOK32
-    cmp         edx, 8
-    jb          .fill_byte
-.fill_8:                                        ; 8 bytes -> 8 tokens a round,
-    cmp         edx, 8                          ; then the last 8 (they may
-    jbe         .fill_last8                     ; overlap): nothing is written
-    vpmovzxbw   xmm0, [rsi]                     ; past the word, whose next
-    vmovdqu     [r10 + rcx * TW], xmm0          ; position in W may hold a word
-    add         rsi, 8                          ; of another key already
-    add         rcx, 8
-    sub         edx, 8
-    jmp         .fill_8
-.fill_last8:
-    vpmovzxbw   xmm0, [rsi + rdx - 8]
-    lea         rcx, [rcx + rdx]
-    vmovdqu     [r10 + rcx * TW - 8 * TW], xmm0
-    jmp         .fill_sep
-%endif
-.fill_byte:
-    movzx       eax, byte [rsi]
-    STT         [r10 + rcx * TW], eax
-    inc         rsi
-    inc         rcx
-    dec         edx
-    jnz         .fill_byte
-.fill_sep:
-    mov         TWORD [r10 + rcx * TW], SEP
-.fill_next:
-    add         r8, slot_size
-    add         rdi, 2
-    jmp         .fill_slot
-.filled_block:
-    lea         rdi, [r13 + LAYOUT_HIST]        ; the counts of the next block
-    lea         rdx, [r13 + LAYOUT_KEYBUF]
-    vpxor       xmm0, xmm0, xmm0
-.clear_runs:
-    vmovdqu     [rdi], ymm0
-    add         rdi, 32
-    cmp         rdi, rdx
-    jb          .clear_runs
-    jmp         .lay_block
-.laid:
-    vzeroupper
-    mov         rcx, [r13]                      ; W's end
-    mov         rdi, r13
-    mov         esi, LAYOUT_SCRATCH
-    push        rcx
-    push        rcx
-    call        asmbpe_unmap
-    pop         rcx
-    pop         rcx
+    mov         rsi, at_tab
+    call        layout_words
     mov         rdi, [rsp + 16]
+    test        eax, eax
+    jz          .laid
+    movsxd      rax, eax
+    mov         [rdi + tctx.status], rax
+    pop         rdx
+    pop         rdx
+    jmp         .cleanup
+.laid:
     mov         r10, [rdi + tctx.w]
+    mov         rcx, [rdi + tctx.wlen]          ; W's end
 .filled:
     mov         edx, W_TAIL
 .fill_tail:
@@ -429,8 +292,7 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     imul        rcx, rcx, BLOOM_TRASH + 1
     add         rax, rcx
     mov         [rdi + tctx.cw], rax
-    xor         edx, edx                        ; (a fresh mapping: zero)
-    call        bloom_build
+    call        bloom_par                       ; (a fresh mapping: zero)
     RDTSC64
     pop         rdx
     pop         rdx
@@ -631,6 +493,11 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     call        asmbpe_unmap
     mov         rdi, [at_ctx + tctx.ws]
     mov         rsi, [at_ctx + tctx.nwcap]
+    call        asmbpe_unmap
+    mov         rdi, [at_ctx + tctx.lblk]
+    mov         rsi, [at_ctx + tctx.nblk]
+    shl         rsi, 4
+    add         rsi, 16
     call        asmbpe_unmap
     mov         rdi, [at_ctx + tctx.wc]
     mov         rsi, [at_ctx + tctx.nwcap]

@@ -233,8 +233,114 @@ ENDPROC
 ; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
 ; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi,
 ; r8-r11, ymm0-ymm15 (the u16 build's vector loop; vzeroupper after it).
+; bloom_par does the same on every thread, each for its range of W.
 ;=============================================================================
+PROC bloom_build
+    SAVE        rdi
+    test        edx, edx
+    jz          .cleared
+    mov         rcx, [rdi + tctx.blbytes]
+    shr         rcx, 3                          ; qwords
+    mov         rsi, rdi
+    mov         rdi, [rsi + tctx.bloom]
+    xor         eax, eax
+    rep stosq
+    mov         rdi, rsi
+.cleared:
+    xor         edx, edx
+    mov         rcx, [rdi + tctx.wlen]
+    call        bloom_range
+    xor         edx, edx
+    mov         rcx, [rdi + tctx.wlen]
+    shr         rcx, CHUNK_SHIFT
+    inc         rcx                             ; the chunks of [0, WLEN)
+    call        cw_range
+    RESTORE
+ENDPROC
+
+; bloom_par: rdi = ctx (the filters a fresh mapping, all zero).  bloom_build
+; on min(tctx.nth, BLOOM_UNIT units of W) threads: thread i sets the bits
+; of the positions [lo, hi) of its share of W, cut at multiples of BLOOM_UNIT
+; positions (64 chunks: no two threads write the same qword of a bitmap),
+; then tctx.cw of the chunks of [lo, hi).  One thread builds it all when the
+; threads cannot be started.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi,
+; r8-r11, ymm0-ymm15.
+%define BLOOM_UNIT  (64 << CHUNK_SHIFT)
+PROC bloom_par
+    SAVE        rdi, rbx
+    sub         rsp, 24                         ; {ctx, threads}, aligned
+    mov         rbx, rdi
+    mov         [rsp], rdi
+    mov         rax, [rdi + tctx.wlen]
+    add         rax, BLOOM_UNIT - 1
+    shr         rax, CHUNK_SHIFT + 6            ; units of W
+    mov         rdx, [rdi + tctx.nth]
+    cmp         rdx, rax
+    cmova       rdx, rax
+    mov         [rsp + 8], rdx
+    lea         rdi, [bloom_worker]
+    mov         rsi, rsp
+    call        asmbpe_parallel
+    test        eax, eax
+    jz          .ret
+    mov         rdi, rbx                        ; no threads: this one alone
+    xor         edx, edx
+    call        bloom_build
+.ret:
+    add         rsp, 24
+    RESTORE
+ENDPROC
+
+; bloom_worker({ctx, n}, tid): bloom_range and cw_range for tid's share
+static bloom_worker:function
+bloom_worker:
+    SAVE        rbx, r12, r13
+    mov         rbx, [rdi]                      ; ctx
+    mov         r12, rsi                        ; tid
+    mov         r13, [rdi + 8]                  ; n
+    mov         rax, [rbx + tctx.wlen]
+    add         rax, BLOOM_UNIT - 1
+    shr         rax, CHUNK_SHIFT + 6            ; units
+    push        rax
+    push        rax
+    mul         r12
+    div         r13
+    shl         rax, CHUNK_SHIFT + 6
+    mov         r12, rax                        ; lo
+    pop         rax
+    pop         rax
+    inc         rsi                             ; (rsi = tid, kept by mul/div)
+    mul         rsi
+    div         r13
+    shl         rax, CHUNK_SHIFT + 6            ; hi
+    mov         r13, rax
+    mov         rcx, [rbx + tctx.wlen]
+    cmp         r13, rcx
+    cmova       r13, rcx
+    cmp         r12, r13
+    jae         .ret
+    mov         rdi, rbx
+    mov         rdx, r12
+    mov         rcx, r13
+    call        bloom_range
+    mov         rdx, r12
+    shr         rdx, CHUNK_SHIFT
+    mov         rcx, r13
+    shr         rcx, CHUNK_SHIFT
+    cmp         r13, [rbx + tctx.wlen]
+    jb          .cw
+    inc         rcx                             ; the last: to WLEN's chunk
+.cw:
+    call        cw_range
+.ret:
+    RESTORE
+
+; bloom_range: rdi = ctx, rdx = lo, rcx = hi (lo a multiple of 16; hi a
+; multiple of BLOOM_UNIT, or WLEN).  The filter bits of the tokens and pairs
+; at positions [lo, hi) (up to 15 positions past hi when hi is WLEN: the
+; SEP tail).  Keeps rdi.  Clobbers rax, rcx, rdx, rsi, r8-r11, ymm0-ymm15.
 %define bb_ctx rsi   ; the context
+%define bb_hi  [rsp + 128]  ; hi (the vector loop's 128 bytes below it)
 ; CHUNK_Q_BIT: the chunk of position rcx: r9 = the byte offset of its qword in
 ; a bitmap, r11 = its bit there (chunk mod 64).  Clobbers rdx.
 %macro CHUNK_Q_BIT 0
@@ -246,21 +352,16 @@ ENDPROC
     mov         r11d, 1
     shlx        r11, r11, rdx
 %endmacro
-PROC bloom_build
-    SAVE        rdi
+static bloom_range:function
+bloom_range:
+    push        rdi
+    push        rcx                             ; hi
+    sub         rsp, 128
     mov         bb_ctx, rdi
-    test        edx, edx
-    jz          .cleared
-    mov         rcx, [bb_ctx + tctx.blbytes]
-    shr         rcx, 3                          ; qwords
-    mov         rdi, [bb_ctx + tctx.bloom]
-    xor         eax, eax
-    rep stosq
-.cleared:
+    mov         rcx, rdx
     mov         r8, [bb_ctx + tctx.w]
     mov         rdi, [bb_ctx + tctx.bloom]
     mov         r10, [bb_ctx + tctx.blstride]
-    xor         ecx, ecx
 %ifndef TOK32
     mov         rax, r10                        ; the offsets below are u32:
     imul        rax, rax, BLOOM_STRIDES         ; scalar past 4 GB of filters
@@ -270,7 +371,6 @@ PROC bloom_build
     ; vector (a SEP token, or a pair with a SEP, goes to the trash bitmap
     ; BLOOM_TRASH instead of a branch), the offsets through 128 bytes of
     ; stack, then one OR each; the 16 positions share their chunk's bit
-    sub         rsp, 128
     mov         eax, SEP
     vmovd       xmm15, eax
     vpbroadcastw ymm15, xmm15                   ; SEP in every word
@@ -290,7 +390,7 @@ PROC bloom_build
 %error "BLOOM_TRASH: the shift above"
 %endif
 .group:
-    cmp         rcx, [bb_ctx + tctx.wlen]
+    cmp         rcx, bb_hi
     jae         .groups_done
     CHUNK_Q_BIT
     vmovd       xmm9, r9d
@@ -344,12 +444,11 @@ PROC bloom_build
     add         rcx, 16
     jmp         .group
 .groups_done:
-    add         rsp, 128
     vzeroupper                                  ; (callers may run SSE code)
     jmp         .done
 %endif
 .pos:
-    cmp         rcx, [bb_ctx + tctx.wlen]
+    cmp         rcx, bb_hi
     jae         .done
     LDT         eax, [r8 + rcx * TW]
     cmp         eax, SEP
@@ -372,33 +471,61 @@ PROC bloom_build
 .next:
     inc         rcx
     jmp         .pos
-.done:                                          ; tctx.cw[c]: the last word k with
-    mov         r8, [bb_ctx + tctx.ws]          ; WS[k] <= c << CHUNK_SHIFT
-    mov         r9, [bb_ctx + tctx.nw]
-    mov         r10, [bb_ctx + tctx.cw]
-    mov         rcx, [bb_ctx + tctx.wlen]
-    shr         rcx, CHUNK_SHIFT
-    inc         rcx                             ; the chunks of [0, WLEN)
-    xor         edx, edx                        ; c
-    xor         eax, eax                        ; k
+.done:
+    add         rsp, 128
+    pop         rcx
+    pop         rdi
+    ret
+
+; cw_range: rdi = ctx, rdx = the first chunk, rcx = the end chunk.
+; tctx.cw[c] for the chunks c of [first, end): the last word k with
+; WS[k] <= c << CHUNK_SHIFT (0 when none).  Keeps rdi.  Clobbers rax, rcx,
+; rdx, rsi, r8-r11.
+static cw_range:function
+cw_range:
+    push        rcx                             ; the end chunk
+    mov         r8, [rdi + tctx.ws]
+    mov         r9, [rdi + tctx.nw]
+    mov         r10, [rdi + tctx.cw]
+    mov         r11, rdx
+    shl         r11, CHUNK_SHIFT                ; the first chunk's position
+    xor         eax, eax                        ; the words with WS <= it:
+    mov         rsi, r9                         ; [0, rax) once rax = rsi
+.cw_find:
+    cmp         rax, rsi
+    jae         .cw_found
+    lea         rcx, [rax + rsi]
+    shr         rcx, 1
+    cmp         [r8 + rcx * 8], r11
+    ja          .cw_upper
+    lea         rax, [rcx + 1]
+    jmp         .cw_find
+.cw_upper:
+    mov         rsi, rcx
+    jmp         .cw_find
+.cw_found:
+    test        rax, rax                        ; k: the last of them, or 0
+    jz          .cw_first
+    dec         rax
+.cw_first:
+    pop         rcx
 .cw_chunk:
     cmp         rdx, rcx
     jae         .cw_done
     mov         r11, rdx
     shl         r11, CHUNK_SHIFT                ; the chunk's first position
 .cw_word:
-    lea         rdi, [rax + 1]
-    cmp         rdi, r9
+    lea         rsi, [rax + 1]
+    cmp         rsi, r9
     jae         .cw_have
-    cmp         [r8 + rdi * 8], r11
+    cmp         [r8 + rsi * 8], r11
     ja          .cw_have
-    mov         rax, rdi
+    mov         rax, rsi
     jmp         .cw_word
 .cw_have:
     mov         [r10 + rdx * 4], eax
     inc         rdx
     jmp         .cw_chunk
 .cw_done:
-    RESTORE
-ENDPROC
+    ret
 %undef  bb_ctx
