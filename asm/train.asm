@@ -30,6 +30,7 @@
 extern pt_alloc
 extern pt_free
 extern tr_heap_push
+extern tr_heap_fill
 extern dm_alloc
 extern dm_free
 extern segments
@@ -368,23 +369,12 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         r8, [rdi + tctx.stats]
     mov         rax, [rdi + tctx.ptused]
     mov         [r8 + ST_PAIRS * 8], rax
-    mov         r13, [rdi + tctx.pt]            ; heap of every pair
-    mov         r14, [rdi + tctx.ptmask]
-    inc         r14
-    shl         r14, 4
-    add         r14, r13
-.heap_fill:
-    cmp         r13, r14
-    jae         .heap_filled
-    mov         rdx, [r13 + pslot.key]
-    cmp         rdx, EMPTY_KEY
-    je          .heap_next
-    mov         rsi, [r13 + pslot.val]
-    mov         rdi, [rsp + 16]
-    call        tr_heap_push
-.heap_next:
-    add         r13, pslot_size
-    jmp         .heap_fill
+    mov         rax, [rdi + tctx.mincount]      ; the heap: every pair counted
+    mov         ecx, HEAP_FLOOR                 ; max(HEAP_FLOOR, min_count)
+    cmp         rax, rcx                        ; times or more
+    cmovb       rax, rcx
+    mov         [rdi + tctx.hfloor], rax
+    call        tr_heap_fill
 .heap_filled:
     RDTSC64
     pop         rdx

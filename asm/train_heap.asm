@@ -1,9 +1,13 @@
 ;-----------------------------------------------------------------------------
 ; train_heap.asm — BPE training: the max-heap of candidate pairs (struc hent
-; entries in the tctx.h mapping, grown by asmbpe_remap).  asmbpe_train pushes
-; every pair once; coordinate (train_merge.asm) pushes a pair again when its
-; count went up; choose pops the top and checks it against the pair table
-; (lazy deletion).  tr_ prefix: encode.asm has routines of the same names.
+; entries in the tctx.h mapping, grown by asmbpe_remap).  asmbpe_train fills
+; it from the pair table (tr_heap_fill: every pair counted tctx.hfloor times
+; or more); coordinate (train_merge.asm) pushes a pair again when its count
+; went up to the floor or above; choose pops the top and checks it against
+; the pair table (lazy deletion), and refills the heap with a lower floor
+; when it runs out.  So every pair counted hfloor times or more has an entry
+; of its count or higher.  tr_ prefix: encode.asm has routines of the same
+; names.
 ;-----------------------------------------------------------------------------
 %include "asmbpe.inc"
 %include "sys.inc"
@@ -154,3 +158,39 @@ ENDPROC
 %undef  hq_cnt
 %undef  hq_bcnt
 %undef  hq_best
+
+; tr_heap_fill: rdi = ctx.  Empties the heap and pushes every pair of the
+; pair table whose count is tctx.hfloor or more.  Keeps rdi; clobbers rax,
+; rcx, rdx, rsi, r8-r11.
+%define hf_ctx  rbx   ; the context
+%define hf_slot r12   ; the pair-table slot
+%define hf_end  r13   ; the slots' end
+PROC tr_heap_fill
+    SAVE        rbx, r12, r13, r14, rdi         ; (calls aligned)
+    mov         hf_ctx, rdi
+    mov         qword [hf_ctx + tctx.hn], 0
+    mov         hf_slot, [hf_ctx + tctx.pt]
+    mov         hf_end, [hf_ctx + tctx.ptmask]
+    inc         hf_end
+    shl         hf_end, 4
+    add         hf_end, hf_slot
+.slot:
+    cmp         hf_slot, hf_end
+    jae         .ret
+    mov         rdx, [hf_slot + pslot.key]
+    cmp         rdx, EMPTY_KEY
+    je          .next
+    mov         rsi, [hf_slot + pslot.val]
+    cmp         rsi, [hf_ctx + tctx.hfloor]
+    jb          .next
+    mov         rdi, hf_ctx
+    call        tr_heap_push
+.next:
+    add         hf_slot, pslot_size
+    jmp         .slot
+.ret:
+    RESTORE
+ENDPROC
+%undef  hf_ctx
+%undef  hf_slot
+%undef  hf_end

@@ -16,6 +16,7 @@ extern pt_get
 extern pt_add
 extern tr_heap_push
 extern tr_heap_pop
+extern tr_heap_fill
 extern dm_clear
 extern scan_segment
 extern compact
@@ -69,8 +70,9 @@ PROC record_merge
 ENDPROC
 
 ; choose: rdi = ctx.  Takes the best pair from the heap (lazy deletion: a
-; stale top is re-pushed with its real count when lower, dropped when
-; higher) and records it, or sets tctx.done.  Keeps rdi.
+; stale top is re-pushed with its real count when lower and still at the
+; floor, dropped when higher) and records it, or sets tctx.done.  A heap run
+; out with its floor above min_count is refilled from there (tr_heap_fill).  Keeps rdi.
 %define ch_ctx    rbx   ; the context
 %define ch_cnt    r12   ; the top entry's count
 %define ch_pair   r13   ; its P
@@ -83,7 +85,7 @@ PROC choose
     jae         .done
 .top:
     cmp         qword [ch_ctx + tctx.hn], 0
-    je          .done
+    je          .empty
     mov         rax, [ch_ctx + tctx.h]
     mov         ch_cnt, [rax + HEAP_OFF + hent.count]
     mov         ch_pair, [rax + HEAP_OFF + hent.pair]
@@ -110,11 +112,19 @@ PROC choose
     pop         rsi
     cmp         rsi, ch_cnt
     jae         .top                            ; higher: a fresher entry exists
-    test        rsi, rsi
-    jz          .top                            ; gone
+    cmp         rsi, [ch_ctx + tctx.hfloor]
+    jb          .top                            ; below the floor (or gone)
     mov         rdi, ch_ctx
     mov         rdx, ch_pair
     call        tr_heap_push
+    jmp         .top
+.empty:                                         ; no pair at the floor or
+    mov         rax, [ch_ctx + tctx.mincount]   ; above: down to min_count,
+    cmp         [ch_ctx + tctx.hfloor], rax     ; the pair table's pairs from
+    jbe         .done                           ; there pushed again
+    mov         [ch_ctx + tctx.hfloor], rax
+    mov         rdi, ch_ctx
+    call        tr_heap_fill
     jmp         .top
 .done:
     mov         qword [ch_ctx + tctx.done], 1
@@ -265,6 +275,8 @@ coordinate:
     pop         rcx                             ; delta
     test        rcx, rcx
     jle         .next_entry
+    cmp         rax, [co_ctx + tctx.hfloor]     ; below the floor: not kept
+    jb          .next_entry
     mov         rdi, co_ctx
     mov         rsi, rax
     call        tr_heap_push
