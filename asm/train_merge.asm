@@ -89,6 +89,20 @@ PROC choose
     mov         rax, [ch_ctx + tctx.h]
     mov         ch_cnt, [rax + HEAP_OFF + hent.count]
     mov         ch_pair, [rax + HEAP_OFF + hent.pair]
+    mov         rcx, [ch_ctx + tctx.hn]         ; the pair-table slots of the
+    cmp         rcx, 5                          ; root's 4 children, one of
+    jb          .children_fetched               ; which is the next top (its
+%assign ch_k 1                                  ; lookup below then overlaps
+%rep 4                                          ; theirs)
+    mov         rdx, [rax + HEAP_OFF + ch_k * 16 + hent.pair]
+    PAIR_HASH   rdx, edx, rsi
+    and         rdx, [ch_ctx + tctx.ptmask]
+    shl         rdx, 4
+    add         rdx, [ch_ctx + tctx.pt]
+    prefetcht0  [rdx]
+%assign ch_k ch_k + 1
+%endrep
+.children_fetched:
     mov         rdi, ch_ctx
     mov         rsi, ch_pair
     call        pt_get
