@@ -38,7 +38,11 @@ struc cw_frame
     .lo:        resq 1          ; this thread's bytes: [lo, hi) of the text
     .hi:        resq 1
     .lim:       resq 1          ; end of its part of the document (an offset)
+    .part:      resq 1          ; the part of the bytes being counted
 endstruc
+%if (cw_frame_size + 7 * 8) % 16
+    %error "cw_frame: 6 pushes + the return address + cw_frame must keep calls aligned"
+%endif
 
 ; first document whose start offset is >= rax; in: rdi = ends, rsi = ndocs.
 ; out: rax.  Clobbers rcx, rdx, r8, r9.
@@ -132,9 +136,11 @@ snap_cut:
     mov         rax, [rdi + cctx.total]
     ret
 
-; void count_worker(ctx, tid): counts the chunks of its share of the bytes
-; into its own table: [snap_cut(total * tid / n), snap_cut(total * (tid + 1)
-; / n)), which may start or end inside a document.
+; void count_worker(ctx, tid): counts the chunks of the parts of the bytes it
+; claims into its own table: part k is [snap_cut(total * k / parts),
+; snap_cut(total * (k + 1) / parts)), which may start or end inside a
+; document; parts are claimed one at a time (cctx.nextpart), so a thread that
+; loses its core to another (the reader of the next batch) counts fewer.
 %define cw_ctx      r12         ; the counting context (cctx)
 %define cw_doc      rbx         ; the document's first byte
 %define cw_di       r14         ; (.doc) the document's index
@@ -148,19 +154,37 @@ count_worker:
     mov         cw_ctx, rdi
     mov         [rsp + cw_frame.ctx], rdi
     mov         [rsp + cw_frame.tid], rsi
-    mov         rax, [cw_ctx + cctx.total]      ; lo: bytes * tid / n, snapped
-    mul         rsi
-    div         qword [cw_ctx + cctx.nthreads]
+    mov         rcx, rsi                        ; this thread's table: kept
+    cmp         qword [cw_ctx + cctx.tables + rcx * 8], 0 ; from the last call,
+    jne         .claim                          ; or a new one
+    mov         edi, T_THREAD_SLOTS
+    xor         esi, esi
+    call        asmbpe_tab_alloc
+    mov         cw_ctx, [rsp + cw_frame.ctx]
+    mov         rcx, [rsp + cw_frame.tid]
+    mov         [cw_ctx + cctx.tables + rcx * 8], rax
+    test        rax, rax
+    jz          .enomem
+.claim:                                         ; the next part of the bytes,
+    mov         eax, 1                          ; any thread (another thread
+    lock xadd   [cw_ctx + cctx.nextpart], rax   ; of the process may take this
+    cmp         rax, [cw_ctx + cctx.nparts]     ; one's core for a while)
+    jae         .done
+    mov         [rsp + cw_frame.part], rax
+    mul         qword [cw_ctx + cctx.total]     ; lo: bytes * part / parts,
+    div         qword [cw_ctx + cctx.nparts]    ; snapped
     mov         rdi, cw_ctx
     call        snap_cut
     mov         [rsp + cw_frame.lo], rax
-    mov         rax, [rsp + cw_frame.tid]       ; hi: the same for tid + 1
+    mov         rax, [rsp + cw_frame.part]      ; hi: the same for part + 1
     inc         rax
     mul         qword [cw_ctx + cctx.total]
-    div         qword [cw_ctx + cctx.nthreads]
+    div         qword [cw_ctx + cctx.nparts]
     mov         rdi, cw_ctx
     call        snap_cut
     mov         [rsp + cw_frame.hi], rax
+    cmp         rax, [rsp + cw_frame.lo]
+    jbe         .claim                          ; an empty part
     mov         rdi, [cw_ctx + cctx.ends]       ; docs: from the one holding lo
     mov         rsi, [cw_ctx + cctx.ndocs]      ; to the last starting before
     call        lower_bound_doc                 ; hi
@@ -172,27 +196,11 @@ count_worker:
     call        lower_bound_doc                 ; first doc starting past lo,
     dec         rax                             ; minus one: the doc holding lo
     mov         [rsp + cw_frame.doc], rax       ; (lo < total: rax >= 1)
-    mov         rcx, [rsp + cw_frame.lo]
-    cmp         rcx, [rsp + cw_frame.hi]
-    jb          .range_done
-    mov         [rsp + cw_frame.docend], rax    ; an empty share
-.range_done:
-    mov         rcx, [rsp + cw_frame.tid]       ; this thread's table: kept
-    cmp         qword [cw_ctx + cctx.tables + rcx * 8], 0 ; from the last call,
-    jne         .doc                            ; or a new one
-    mov         edi, T_THREAD_SLOTS
-    xor         esi, esi
-    call        asmbpe_tab_alloc
-    mov         cw_ctx, [rsp + cw_frame.ctx]
-    mov         rcx, [rsp + cw_frame.tid]
-    mov         [cw_ctx + cctx.tables + rcx * 8], rax
-    test        rax, rax
-    jz          .enomem
 
 .doc:
     mov         cw_di, [rsp + cw_frame.doc]
     cmp         cw_di, [rsp + cw_frame.docend]
-    jae         .done
+    jae         .claim
     lea         rax, [cw_di + 1]
     mov         [rsp + cw_frame.doc], rax
     mov         rdx, [cw_ctx + cctx.ends]
@@ -394,6 +402,14 @@ FUNC asmbpe_count_words, 7, 15, 0, t, text, ends, ndocs, threads, maxw, pretok
 .total:
     mov         [rsp + cctx.total], rax
     mov         qword [rsp + cctx.status], 0
+    mov         qword [rsp + cctx.nextpart], 0
+    mov         rax, threadsq                   ; COUNT_PARTS parts a thread
+    imul        rax, rax, COUNT_PARTS           ; (1: one part, as before)
+    cmp         threadsq, 1
+    jne         .parts
+    mov         eax, 1
+.parts:
+    mov         [rsp + cctx.nparts], rax
     mov         cn_nth, threadsq
     lea         rdi, [rsp + cctx.tables]        ; the thread tables kept in t
     lea         rsi, [cn_t + wtab.thread_tabs]
