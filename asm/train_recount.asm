@@ -73,45 +73,73 @@ ENDPROC
 ; count_byte_pairs: rdi = ctx.  count_all_pairs for a W whose tokens are all
 ; bytes (as laid out, before the first merge): the counts go into a direct
 ; array of the 65,536 byte pairs (512 KB, mostly in L2) instead of a probe
-; of the pair table per position, and each pair that occurs is then added to
-; the table once.  Falls back to count_all_pairs when the array cannot be
-; mapped.  Keeps rdi.
+; of the pair table per position, one array per thread (cbp_worker: an equal
+; share of the words each), summed into the first; each pair that occurs is
+; then added to the table once.  Falls back to count_all_pairs when the
+; arrays cannot be mapped.  Keeps rdi.
 ;=============================================================================
+%define CBP_ARRAY   (65536 * 8)     ; bytes of one thread's array
+%define CBP_WORDS   65536           ; words per thread, at least
 %define cb_ctx  rbx   ; the context
-%define cb_k    r12   ; the word
-%define cb_k_d  r12d  ; (32-bit view)
-%define cb_arr  r13   ; u64 counts [left << 8 | right]
-%define cb_cnt  r14   ; the word's count
-%define cb_w    r15   ; W
+%define cb_arr  r13   ; u64 counts [left << 8 | right]: the first array
+%define cb_n     r14   ; arrays (threads)
 PROC count_byte_pairs
     SAVE        rbx, r12, r13, r14, r15
+    sub         rsp, 32                         ; {ctx, arrays, n}: aligned
     mov         cb_ctx, rdi
-    mov         edi, 65536 * 8
+    mov         rax, [cb_ctx + tctx.nw]         ; threads: at most one per
+    xor         edx, edx                        ; CBP_WORDS words
+    mov         ecx, CBP_WORDS
+    div         rcx
+    mov         cb_n, [cb_ctx + tctx.nth]
+    cmp         cb_n, rax
+    cmova       cb_n, rax
+    mov         eax, 1
+    test        cb_n, cb_n
+    cmovz       cb_n, rax
+    mov         rdi, cb_n
+    imul        rdi, rdi, CBP_ARRAY
     call        asmbpe_map
     test        rax, rax
     jz          .fallback
     mov         cb_arr, rax
-    mov         cb_w, [cb_ctx + tctx.w]
-    xor         cb_k_d, cb_k_d
-.word:
-    cmp         cb_k, [cb_ctx + tctx.nw]
-    jae         .counted
-    mov         rax, [cb_ctx + tctx.ws]
-    mov         rcx, [rax + cb_k * 8]           ; the word's first position
-    mov         rax, [cb_ctx + tctx.wc]
-    mov         cb_cnt, [rax + cb_k * 8]
-    inc         cb_k
-    LDT         eax, [cb_w + rcx * TW]          ; left
-.pair:
-    LDT         edx, [cb_w + rcx * TW + TW]     ; right
-    cmp         edx, SEP
-    je          .word
-    shl         eax, 8
-    or          eax, edx
-    add         [cb_arr + rax * 8], cb_cnt
-    mov         eax, edx
-    inc         rcx
-    jmp         .pair
+    mov         [rsp], cb_ctx
+    mov         [rsp + 8], cb_arr
+    mov         [rsp + 16], cb_n
+    cmp         cb_n, 1
+    je          .alone
+    lea         rdi, [cbp_worker]
+    mov         rsi, rsp
+    mov         rdx, cb_n
+    call        asmbpe_parallel
+    test        eax, eax
+    jz          .sum
+    mov         qword [rsp + 16], 1             ; no threads: this one, all
+.alone:                                         ; the words into the first
+    mov         rdi, rsp
+    xor         esi, esi
+    call        cbp_worker
+    jmp         .counted
+.sum:                                           ; the others into the first
+    mov         r15d, 1
+.sum_array:
+    cmp         r15, cb_n
+    jae         .summed
+    mov         rsi, r15
+    imul        rsi, rsi, CBP_ARRAY
+    add         rsi, cb_arr
+    xor         eax, eax
+.sum_lanes:
+    vmovdqu     ymm0, [cb_arr + rax]
+    vpaddq      ymm0, ymm0, [rsi + rax]
+    vmovdqu     [cb_arr + rax], ymm0
+    add         eax, 32
+    cmp         eax, CBP_ARRAY
+    jb          .sum_lanes
+    inc         r15
+    jmp         .sum_array
+.summed:
+    vzeroupper
 .counted:
     xor         r12d, r12d                      ; each pair that occurs, in
 .put:                                           ; order, to the table
@@ -130,21 +158,72 @@ PROC count_byte_pairs
     cmp         r12d, 65536
     jb          .put
     mov         rdi, cb_arr
-    mov         esi, 65536 * 8
+    mov         rsi, cb_n
+    imul        rsi, rsi, CBP_ARRAY
     call        asmbpe_unmap
     mov         rdi, cb_ctx
+    add         rsp, 32
     RESTORE
 .fallback:
     mov         rdi, cb_ctx
     call        count_all_pairs
+    add         rsp, 32
     RESTORE
 ENDPROC
 %undef  cb_ctx
-%undef  cb_k
-%undef  cb_k_d
 %undef  cb_arr
-%undef  cb_cnt
-%undef  cb_w
+%undef  cb_n
+
+; cbp_worker({ctx, arrays, n}, tid): the byte pairs of words [nw * tid / n,
+; nw * (tid + 1) / n), times their counts, into array tid.
+%define cw_ctx  rbx   ; the context
+%define cw_k    r12   ; the word
+%define cw_arr  r13   ; this thread's array
+%define cw_cnt  r14   ; the word's count
+%define cw_w    r15   ; W
+static cbp_worker:function
+cbp_worker:
+    SAVE        rbx, r12, r13, r14, r15, rbp
+    mov         cw_ctx, [rdi]
+    mov         cw_arr, rsi
+    imul        cw_arr, cw_arr, CBP_ARRAY
+    add         cw_arr, [rdi + 8]
+    mov         rcx, [rdi + 16]                 ; n
+    mov         rax, [cw_ctx + tctx.nw]
+    mul         rsi
+    div         rcx
+    mov         cw_k, rax                       ; the first word
+    lea         rax, [rsi + 1]
+    mul         qword [cw_ctx + tctx.nw]
+    div         rcx
+    mov         rbp, rax                        ; the end
+    mov         cw_w, [cw_ctx + tctx.w]
+.word:
+    cmp         cw_k, rbp
+    jae         .ret
+    mov         rax, [cw_ctx + tctx.ws]
+    mov         rcx, [rax + cw_k * 8]           ; the word's first position
+    mov         rax, [cw_ctx + tctx.wc]
+    mov         cw_cnt, [rax + cw_k * 8]
+    inc         cw_k
+    LDT         eax, [cw_w + rcx * TW]          ; left
+.pair:
+    LDT         edx, [cw_w + rcx * TW + TW]     ; right
+    cmp         edx, SEP
+    je          .word
+    shl         eax, 8
+    or          eax, edx
+    add         [cw_arr + rax * 8], cw_cnt
+    mov         eax, edx
+    inc         rcx
+    jmp         .pair
+.ret:
+    RESTORE
+%undef  cw_ctx
+%undef  cw_k
+%undef  cw_arr
+%undef  cw_cnt
+%undef  cw_w
 
 ;=============================================================================
 ; naive_loop: rdi = ctx (one thread).  For every merge: recount every pair
