@@ -72,7 +72,8 @@ ENDPROC
 ; choose: rdi = ctx.  Takes the best pair from the heap (lazy deletion: a
 ; stale top is re-pushed with its real count when lower and still at the
 ; floor, dropped when higher) and records it, or sets tctx.done.  A heap run
-; out with its floor above min_count is refilled from there (tr_heap_fill).  Keeps rdi.
+; out with its floor above min_count is refilled from there (tr_heap_fill).
+; Keeps rdi.
 %define ch_ctx    rbx   ; the context
 %define ch_cnt    r12   ; the top entry's count
 %define ch_pair   r13   ; its P
