@@ -17,6 +17,30 @@ section .text
 ; layout helpers: segments and compaction
 ;=============================================================================
 
+; ws_bound: rdi = ctx, rsi = a position -> rax = the first word k with
+; WS[k] >= it (NW when none), by bisection.  Clobbers rcx, rdx.
+static ws_bound:function
+ws_bound:
+    push        r8
+    mov         r8, [rdi + tctx.ws]
+    xor         eax, eax
+    mov         rcx, [rdi + tctx.nw]
+.bisect:
+    cmp         rax, rcx
+    jae         .ret
+    lea         rdx, [rax + rcx]
+    shr         rdx, 1
+    cmp         [r8 + rdx * 8], rsi
+    jae         .left
+    lea         rax, [rdx + 1]
+    jmp         .bisect
+.left:
+    mov         rcx, rdx
+    jmp         .bisect
+.ret:
+    pop         r8
+    ret
+
 ; segments: rdi = ctx.  Splits the words into tctx.nseg runs of about equal
 ; positions: SEGS_PER_THREAD per thread (at most MAX_THREADS), claimed by
 ; the threads one at a time each merge so uneven rewrite work evens out.
@@ -24,7 +48,6 @@ section .text
 %define sg_ctx  rdi   ; the context
 %define sg_nseg r8    ; segments
 %define sg_nw   r9    ; words
-%define sg_ws   r10   ; word starts
 %define sg_i    r11   ; the segment bound being placed
 %define sg_i_d  r11d  ; (32-bit view)
 PROC segments
@@ -38,7 +61,6 @@ PROC segments
 .nseg:
     mov         [sg_ctx + tctx.nseg], r8d
     mov         sg_nw, [sg_ctx + tctx.nw]
-    mov         sg_ws, [sg_ctx + tctx.ws]
     mov         qword [sg_ctx + tctx.seg], 0
     mov         [sg_ctx + tctx.seg + sg_nseg * 8], sg_nw
     mov         sg_i_d, 1
@@ -49,21 +71,7 @@ PROC segments
     mul         sg_i
     div         sg_nseg                         ; bound
     mov         rsi, rax
-    xor         eax, eax                        ; first k with WS[k] >= bound
-    mov         rcx, sg_nw
-.bs:
-    cmp         rax, rcx
-    jae         .have
-    lea         rdx, [rax + rcx]
-    shr         rdx, 1
-    cmp         [sg_ws + rdx * 8], rsi
-    jae         .left
-    lea         rax, [rdx + 1]
-    jmp         .bs
-.left:
-    mov         rcx, rdx
-    jmp         .bs
-.have:
+    call        ws_bound                        ; its first word
     mov         [sg_ctx + tctx.seg + sg_i * 8], rax
     inc         sg_i
     jmp         .each
@@ -73,7 +81,6 @@ ENDPROC
 %undef  sg_ctx
 %undef  sg_nseg
 %undef  sg_nw
-%undef  sg_ws
 %undef  sg_i
 %undef  sg_i_d
 
@@ -487,23 +494,12 @@ cw_range:
     mov         r8, [rdi + tctx.ws]
     mov         r9, [rdi + tctx.nw]
     mov         r10, [rdi + tctx.cw]
-    mov         r11, rdx
-    shl         r11, CHUNK_SHIFT                ; the first chunk's position
-    xor         eax, eax                        ; the words with WS <= it:
-    mov         rsi, r9                         ; [0, rax) once rax = rsi
-.cw_find:
-    cmp         rax, rsi
-    jae         .cw_found
-    lea         rcx, [rax + rsi]
-    shr         rcx, 1
-    cmp         [r8 + rcx * 8], r11
-    ja          .cw_upper
-    lea         rax, [rcx + 1]
-    jmp         .cw_find
-.cw_upper:
-    mov         rsi, rcx
-    jmp         .cw_find
-.cw_found:
+    mov         rsi, rdx
+    shl         rsi, CHUNK_SHIFT
+    inc         rsi                             ; the words with WS <= the
+    push        rdx                             ; first chunk's position
+    call        ws_bound
+    pop         rdx
     test        rax, rax                        ; k: the last of them, or 0
     jz          .cw_first
     dec         rax

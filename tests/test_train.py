@@ -124,6 +124,28 @@ def test_layout_groups_by_script_without_changing_merges():
     assert r.n_merges == 200 and r.stats["unique_words"] > 12_288
 
 
+
+def test_first_pair_counts_on_every_thread():
+    """The first pair counts (count_byte_pairs, T100) run on one thread per 65,536
+    words: 200,000 distinct words give 2 of them at threads=2 and 3 at threads=3,
+    each counting its share of the words into its own array before the arrays are
+    summed. The merges equal one thread's and the library's naive recount, and
+    `verify` recounts every pair at the end against the counts the loop kept."""
+    rng = random.Random(100)
+    words = set()
+    while len(words) < 200_000:
+        words.add(bytes(rng.choice(b"abcdefghij") for _ in range(rng.randrange(4, 9))))
+    words = sorted(words)
+    rng.shuffle(words)
+    text = b" ".join(w * rng.randrange(1, 3) for w in words)
+    one = harness.train(text, 272 + 60, threads=1)
+    assert one.stats["unique_words"] >= 3 * 65_536
+    for t in (2, 3):
+        r = harness.train(text, 272 + 60, threads=t, verify=True)
+        assert_same(r, one, f"{t} threads vs 1")
+    assert_same(harness.train(text, 272 + 60, naive=True), one, "naive vs fast")
+
+
 # -------------------------------------------------------------- degenerate inputs
 
 def test_random_bytes_invalid_utf8():
