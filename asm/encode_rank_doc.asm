@@ -158,7 +158,7 @@ rk_doc:
     ; or the empty one that ended the probe | 1 (a miss)
     mov         rdi, [rbx + rts.bcur]
     mov         r10, r15
-    xor         r11d, r11d                      ; misses
+    xor         r11d, r11d                      ; a bit per missed chunk
 .probe_all:
     mov         rcx, [rdi + rkrec.home]
     test        rcx, rcx
@@ -167,7 +167,9 @@ rk_doc:
     CT_PROBE    .found, .missed
 .missed:
     or          rcx, 1
-    inc         r11
+    mov         rax, r10
+    sub         rax, r15
+    bts         r11, rax
 .found:
     mov         [rdi + rkrec.free], rcx
 .probed:
@@ -183,15 +185,15 @@ rk_doc:
     mov         rax, [rbx + rts.enc]
     test        qword [rax + renc.flags], RF_RANKS
     jz          .emit
-    mov         rdi, [rbx + rts.bcur]
-    mov         r10, r15
     lea         rax, [rbx + rts.ws]
     mov         [rbx + rts.wsnext], rax
 .sub_all:
-    cmp         qword [rdi + rkrec.home], 0
-    je          .sub_next
-    test        byte [rdi + rkrec.free], 1
-    jz          .sub_next
+    tzcnt       rcx, r11                        ; a missed chunk: its record
+    blsr        r11, r11
+    lea         r10, [r15 + rcx]                ; (its index)
+    mov         rdi, rcx
+    shl         rdi, 5                          ; (rkrec_size)
+    add         rdi, [rbx + rts.bcur]
     mov         rdx, [rbx + rts.sstart]         ; the chunk
     test        r10, r10
     jz          .sub_first
@@ -201,20 +203,17 @@ rk_doc:
     add         rsi, rdx
     neg         rdx
     add         rdx, [rbx + rts.ends + r10 * 8] ; its length
-    push        rdi
-    push        r10
+    push        r11
+    push        r11
     mov         rax, [rbx + rts.wsnext]
     mov         [rdi + rkrec.home], rax         ; its workspace
     mov         rdi, rax
     call        rk_sub_a
     mov         [rbx + rts.wsnext], rax
-    pop         r10
-    pop         rdi
-.sub_next:
-    add         rdi, rkrec_size
-    inc         r10
-    cmp         r10, [rbx + rts.bend]
-    jb          .sub_all
+    pop         r11
+    pop         r11
+    test        r11, r11
+    jnz         .sub_all
 .emit:
     ; pass B: in order, each chunk's ids
     mov         rdi, [rbx + rts.bcur]

@@ -11,6 +11,45 @@ extern asmbpe_remap
 extern rk_merge
 extern rk_split
 
+section .rodata
+align 64
+; sub_lane: for each lane s of 0..15, 16 dwords (ymm2 | ymm3 of rk_sub_b):
+; all ones in lane s, zero elsewhere
+sub_lane:
+%assign s 0
+%rep 16
+%assign l 0
+%rep 16
+%if l == s
+    dd          0xFFFFFFFF
+%else
+    dd          0
+%endif
+%assign l l + 1
+%endrep
+%assign s s + 1
+%endrep
+
+; sub_pos: for each 8-bit mask, the numbers of its set bits as bytes, in
+; order from byte 0 (rk_sub_a's list)
+align 64
+sub_pos:
+%assign m 0
+%rep 256
+%assign q 0
+%assign k 0
+%assign bit 0
+%rep 8
+%if (m >> bit) & 1
+%assign q q | (bit << (8 * k))
+%assign k k + 1
+%endif
+%assign bit bit + 1
+%endrep
+    dq          q
+%assign m m + 1
+%endrep
+
 section .text
 
 ;-----------------------------------------------------------------------------
@@ -263,8 +302,44 @@ ENDPROC
 ; srank, one rkrec each from workspace + 32, their count at workspace + 0
 ; (a workspace is 32-byte aligned).  Out: rax = the workspace's end (the
 ; next one's start).
-; Keeps rbx, rbp, r12-r15; clobbers the other registers and xmm0-xmm1.
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm8.
 ;-----------------------------------------------------------------------------
+
+; SUB_STEP h, bytes: h (the hashes of 8 starts' substrings, one per dword
+; lane) extended by one byte each: lane i's from the byte at bytes + i.
+; Needs ymm4 = ROLL_K, ymm5 = -1 in each lane; clobbers ymm0.
+%macro SUB_STEP 2
+    vpmovzxbd   ymm0, %2
+    vpaddd      %1, %1, ymm0
+    vpsubd      %1, %1, ymm5                    ; (+ 1)
+    vpmulld     %1, %1, ymm4
+%endmacro
+
+; SUB_BITS h, out: out (a 32-bit register) = a bit per dword lane of h:
+; its filter bit (r10 = renc.bloom).  Needs ymm6 = 31 in each lane;
+; clobbers ymm0, ymm1, ymm7, ymm8.
+%macro SUB_BITS 2
+    vpsrld      ymm0, %1, 32 - BLOOM_BITS       ; the bit numbers
+    vpsrld      ymm1, ymm0, 5                   ; their dwords
+    vpcmpeqd    ymm7, ymm7, ymm7                ; (every lane gathered)
+    vpgatherdd  ymm8, [r10 + ymm1 * 4], ymm7
+    vpandn      ymm0, ymm0, ymm6                ; 31 - bit % 32
+    vpsllvd     ymm8, ymm8, ymm0                ; the bit to the sign
+    vmovmskps   %2, ymm8
+%endmacro
+
+; SUB_APPEND bits, add: the starts of the bits of eax (8 lanes) appended to
+; the list at rdi as bytes L << 4 | i (%2 = a 64-bit register: L times
+; 0x10 in each byte, plus 8 in each byte for starts 8..15), without a
+; branch.  Needs r14 = sub_pos; clobbers rax, rdx.
+%macro SUB_APPEND 1
+    mov         rdx, [r14 + rax * 8]            ; the set lanes' numbers
+    add         rdx, %1
+    mov         [rdi], rdx
+    popcnt      eax, eax
+    add         rdi, rax
+%endmacro
+
 PROC rk_sub_a
     push        rbp
     push        r12
@@ -276,60 +351,76 @@ PROC rk_sub_a
     mov         rk_s, rdi                       ; the workspace
     mov         rax, [rbx + rts.enc]
     mov         r10, [rax + renc.bloom]
-    ; pass 1: the filter bit of each substring of 3+ bytes (by start i, then
-    ; end j; the hash of [i, j + 1) from that of [i, j)): {i, j} of those
-    ; whose bit is set into scand
-    lea         rdi, [rbx + rts.scand]
-    mov         r11, ROLL_K
-    xor         r9d, r9d                        ; i
-.start:
-    lea         rax, [r9 + 3]
+    lea         r14, [sub_pos]
+    ; pass 1: by length L, the hashes of [i, i + L) for 8 starts i at once
+    ; (one per dword lane: ymm2 starts 0..7, ymm3 8..15 while L <= n - 8),
+    ; each from that of [i, i + L - 1); for L >= 3 the starts that fit (i +
+    ; L <= n) whose filter bit is set, appended to the list rts.sclist
+    vpxor       xmm2, xmm2, xmm2
+    vpxor       xmm3, xmm3, xmm3
+    mov         eax, ROLL_K
+    vmovd       xmm4, eax
+    vpbroadcastd ymm4, xmm4
+    vpcmpeqd    ymm5, ymm5, ymm5                ; -1
+    vpsrld      ymm6, ymm5, 27                  ; 31
+    SUB_STEP    ymm2, [rk_p]                    ; L = 1, 2
+    SUB_STEP    ymm3, [rk_p + 8]
+    SUB_STEP    ymm2, [rk_p + 1]
+    SUB_STEP    ymm3, [rk_p + 9]
+    lea         rdi, [rbx + rts.sclist]
+    mov         r8d, 3                          ; L
+    mov         r11, 0x3030303030303030         ; L << 4 in each byte
+    mov         r15, 0x0808080808080808
+.both:                                          ; L <= n - 8: both halves
+    lea         rax, [r8 + 8]
     cmp         rax, rk_n
-    ja          .filtered
-    movzx       eax, byte [rk_p + r9]
-    lea         rcx, [rax + 1]
-    imul        rcx, r11
-    movzx       eax, byte [rk_p + r9 + 1]
-    lea         rcx, [rcx + rax + 1]
-    imul        rcx, r11
-    lea         r8, [r9 + 2]                    ; j: the substring's last byte
-.byte_end:
-    movzx       eax, byte [rk_p + r8]
-    lea         rcx, [rcx + rax + 1]
-    imul        rcx, r11                        ; the hash of [i, j + 1)
+    ja          .low
+    SUB_STEP    ymm2, [rk_p + r8 - 1]
+    SUB_STEP    ymm3, [rk_p + r8 + 7]
+    SUB_BITS    ymm2, eax                       ; (every low start fits)
+    SUB_APPEND  r11
+    SUB_BITS    ymm3, eax
+    mov         ecx, r13d
+    sub         ecx, r8d
+    sub         ecx, 7                          ; high starts that fit
+    bzhi        eax, eax, ecx
+    lea         rcx, [r11 + r15]
+    SUB_APPEND  rcx
     inc         r8
-    mov         rax, rcx
-    shr         rax, 64 - BLOOM_BITS
-    mov         edx, eax
-    shr         edx, 5
-    mov         edx, [r10 + rdx * 4]
-    mov         [rdi], r9
-    mov         [rdi + 8], r8
-    bt          edx, eax
-    setc        al
-    movzx       eax, al
-    shl         eax, 4
-    add         rdi, rax                        ; kept when maybe a token
+    mov         rax, 0x1010101010101010
+    add         r11, rax
+    jmp         .both
+.low:                                           ; starts 0..7 only
     cmp         r8, rk_n
-    jb          .byte_end
-    inc         r9
-    jmp         .start
-.filtered:
-    ; pass 1b: each kept substring's key and home entry (prefetched), its
-    ; place in srank, into the workspace
-    mov         r10, rdi                        ; the candidates' end
-    lea         r9, [rbx + rts.scand]
+    ja          .listed
+    SUB_STEP    ymm2, [rk_p + r8 - 1]
+    SUB_BITS    ymm2, eax
+    mov         ecx, r13d
+    sub         ecx, r8d
+    inc         ecx                             ; starts that fit: n - L + 1
+    bzhi        eax, eax, ecx
+    SUB_APPEND  r11
+    inc         r8
+    mov         rax, 0x1010101010101010
+    add         r11, rax
+    jmp         .low
+.listed:
+    ; pass 1b: each listed substring's key, home entry (prefetched) and
+    ; place in srank (i * 16 + j), into the workspace
+    mov         r10, rdi                        ; the list's end
+    lea         r9, [rbx + rts.sclist]
     lea         rdi, [rk_s + 32]
 .key:
     cmp         r9, r10
     jae         .keyed
-    mov         rsi, [r9]                       ; i
-    mov         r8, [r9 + 8]                    ; j
-    mov         rax, rsi
-    shl         rax, 4
-    add         rax, r8
-    mov         [rdi + rkrec.free], rax         ; i * 16 + j
-    sub         r8, rsi                         ; L
+    movzx       r8d, byte [r9]
+    inc         r9
+    mov         esi, r8d
+    and         esi, 15                         ; i
+    shr         r8d, 4                          ; L
+    imul        eax, esi, 17
+    add         eax, r8d
+    mov         [rdi + rkrec.free], rax         ; i * 16 + (i + L)
     add         rsi, rk_p
     CT_KEY      rsi, r8, r8d
     vmovdqa     [rdi + rkrec.key], xmm0
@@ -340,7 +431,6 @@ PROC rk_sub_a
     mov         [rdi + rkrec.home], rcx
     prefetcht0  [rcx]
     add         rdi, rkrec_size
-    add         r9, 16
     jmp         .key
 .keyed:
     mov         rax, rdi
@@ -363,6 +453,20 @@ ENDPROC
 ; unchanged since, but for chunks put in it).  Out: rax = ids written.
 ; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm3.
 ;-----------------------------------------------------------------------------
+; SUB_LANE lane, key: lane `lane` (a 32-bit register, 0..15, clobbered)
+; of ymm2 / ymm3 = key (a 32-bit register).  Needs r9 = sub_lane; clobbers
+; rdx, ymm0, ymm1.
+%macro SUB_LANE 2
+    vmovd       xmm0, %2
+    vpbroadcastd ymm0, xmm0
+    mov         edx, %1
+    shl         edx, 6
+    vmovdqa     ymm1, [r9 + rdx]
+    vpblendvb   ymm2, ymm2, ymm0, ymm1
+    vmovdqa     ymm1, [r9 + rdx + 32]
+    vpblendvb   ymm3, ymm3, ymm0, ymm1
+%endmacro
+
 PROC rk_sub_b
     push        rbp
     push        r12
@@ -373,14 +477,19 @@ PROC rk_sub_b
     mov         rk_n, rdx
     mov         rk_out, rcx
     mov         rk_s, rdi
-    ; every id in srank "none" first; substrings of 2 bytes from renc.bp
+    ; srank's rows 0..n-1 "none" first; substrings of 2 bytes from renc.bp,
+    ; and the first pairs' keys into spr (lanes n-1..15 none)
     vpcmpeqd    ymm0, ymm0, ymm0
-    xor         ecx, ecx
-.none_all:
-    vmovdqu     [rbx + rts.srank + rcx], ymm0
-    add         ecx, 32
-    cmp         ecx, 1024
-    jb          .none_all
+    lea         rax, [rbx + rts.srank]
+    mov         ecx, r13d
+.none_row:
+    vmovdqu     [rax], ymm0
+    vmovdqu     [rax + 32], ymm0
+    add         rax, 64
+    dec         ecx
+    jnz         .none_row
+    vmovdqu     [rbx + rts.spr], ymm0
+    vmovdqu     [rbx + rts.spr + 32], ymm0
     mov         rdi, [rbx + rts.enc]
     mov         rsi, [rdi + renc.bp]
     xor         ecx, ecx
@@ -389,6 +498,9 @@ PROC rk_sub_b
     mov         eax, [rsi + rax * 8]            ; (RF_RANKS: priority = id)
     imul        edx, ecx, 17
     mov         [rbx + rts.srank + rdx * 4 + 8], eax ; [i][i + 2]
+    shl         eax, 4
+    or          eax, ecx
+    mov         [rbx + rts.spr + rcx * 4], eax  ; the key of pair (i, i + 1)
     inc         ecx
     lea         eax, [ecx + 2]
     cmp         rax, rk_n
@@ -419,57 +531,55 @@ PROC rk_sub_b
     add         rdi, rkrec_size
     jmp         .look
 .looked:
-    ; the parts: r15 = a mask of their starts (bit n set too, the end);
-    ; spr[s] = the priority of the pair of the parts starting at s and at
-    ; the next start t, srank[s][u] (u the start after t), NO_PRIO for the
-    ; last part and for starts that are gone; nothing moves as parts merge
+    ; the parts: r15 = a mask of their starts (bit n set too, the end); a
+    ; lane s of ymm2 (starts 0..7) / ymm3 (8..15) holds the key of the pair
+    ; of the parts starting at s and at the next start t: srank[s][u] << 4
+    ; | s (u the start after t), so the lowest key is the lowest priority,
+    ; leftmost; 0xFFFFFFF0 | s or all ones: no pair (the last part, starts
+    ; that are gone).  Each merge: a vector minimum, then three lanes
+    ; changed (SUB_LANE); nothing moves
     mov         ecx, 2
     shlx        r15d, ecx, r13d
     dec         r15d                            ; bits 0..n
-    xor         ecx, ecx
-.init_pr:
-    imul        edx, ecx, 17
-    mov         eax, [rbx + rts.srank + rdx * 4 + 8] ; [k][k + 2]
-    mov         [rbx + rts.spr + rcx * 4], eax
-    inc         ecx
-    lea         eax, [ecx + 2]
-    cmp         rax, rk_n
-    jbe         .init_pr
-    mov         dword [rbx + rts.spr + rcx * 4], NO_PRIO ; (the last part)
+    vmovdqu     ymm2, [rbx + rts.spr]
+    vmovdqu     ymm3, [rbx + rts.spr + 32]
+    lea         r9, [sub_lane]
 .merge:
-    mov         eax, NO_PRIO                    ; the lowest, leftmost
-    xor         edi, edi
-    xor         esi, esi
-    lea         rcx, [rk_n - 1]                 ; (every start that may have
-.scan:                                          ; a pair)
-    mov         edx, [rbx + rts.spr + rdi * 4]
-    cmp         edx, eax
-    cmovb       eax, edx
-    cmovb       esi, edi
-    inc         edi
-    cmp         rdi, rcx
-    jb          .scan
-    cmp         eax, NO_PRIO
-    je          .merged
+    vpminud     ymm0, ymm2, ymm3
+    vextracti128 xmm1, ymm0, 1
+    vpminud     xmm0, xmm0, xmm1
+    vpshufd     xmm1, xmm0, 0x4E
+    vpminud     xmm0, xmm0, xmm1
+    vpshufd     xmm1, xmm0, 0xB1
+    vpminud     xmm0, xmm0, xmm1
+    vmovd       eax, xmm0                       ; the lowest key
+    cmp         eax, 1 << 24
+    jae         .merged                         ; (no pair left)
+    mov         esi, eax
+    and         esi, 15                         ; k
     mov         ecx, -2                         ; the starts after k
     shlx        ecx, ecx, esi
     and         ecx, r15d
     tzcnt       edx, ecx                        ; t: it goes
     btr         r15d, edx
-    mov         dword [rbx + rts.spr + rdx * 4], NO_PRIO
     btr         ecx, edx
+    shl         edx, 6
+    vpor        ymm2, ymm2, [r9 + rdx]          ; (lane t: none)
+    vpor        ymm3, ymm3, [r9 + rdx + 32]
     tzcnt       r8d, ecx                        ; u: k's next part now
-    mov         dword [rbx + rts.spr + rsi * 4], NO_PRIO
+    mov         eax, -1                         ; (k the last part: none)
     cmp         r8, rk_n
-    jae         .left                           ; (k is the last part)
+    jae         .k_key
     btr         ecx, r8d
     tzcnt       edx, ecx                        ; w: the part after u
     mov         eax, esi
     shl         eax, 4
     add         eax, edx
     mov         eax, [rbx + rts.srank + rax * 4] ; [k][w]
-    mov         [rbx + rts.spr + rsi * 4], eax
-.left:
+    shl         eax, 4
+    or          eax, esi
+.k_key:
+    SUB_LANE    esi, eax
     test        esi, esi                        ; the part before k: p
     jz          .merge
     bzhi        ecx, r15d, esi
@@ -478,7 +588,9 @@ PROC rk_sub_b
     shl         eax, 4
     add         eax, r8d
     mov         eax, [rbx + rts.srank + rax * 4] ; [p][u]
-    mov         [rbx + rts.spr + rcx * 4], eax
+    shl         eax, 4
+    or          eax, ecx
+    SUB_LANE    ecx, eax
     jmp         .merge
 .merged:                                        ; each part's id
     mov         rdi, [rbx + rts.enc]

@@ -149,7 +149,7 @@ PROC rk_split
     sub         r10, rcx                        ; only reaches further)
     cmp         r10, rax
     cmova       r10, rax                        ; min(m, n - i)
-    mov         r9, ROLL_K
+    mov         r9d, ROLL_K
     xor         r11d, r11d                      ; the rolled hash of
     xor         esi, esi                        ; bytes i .. i + rsi
     lea         rax, [sp_p + rcx]
@@ -157,13 +157,13 @@ PROC rk_split
 .roll:
     mov         rax, [rsp + SP_AT]
     movzx       eax, byte [rax + rsi]
-    lea         r11, [r11 + rax + 1]
-    imul        r11, r9
+    lea         r11d, [r11 + rax + 1]
+    imul        r11d, r9d
     inc         rsi
     cmp         rsi, 4
     jb          .roll_next
-    mov         rax, r11
-    shr         rax, 64 - BLOOM_BITS
+    mov         eax, r11d
+    shr         eax, 32 - BLOOM_BITS
     bt          [r8], rax
     jnc         .roll_next
     lea         rdx, [rcx + rsi]                ; (above what bp and t3 gave)

@@ -321,16 +321,16 @@ ct_seed_put:
     vmovdqu     [rsp], xmm0                     ; its bytes, hashed
     xor         ecx, ecx                        ; (ROLL_K)
     xor         edx, edx
-    mov         r11, ROLL_K
+    mov         r11d, ROLL_K
 .roll:
     movzx       r9d, byte [rsp + rdx]
-    lea         rcx, [rcx + r9 + 1]
-    imul        rcx, r11
+    lea         ecx, [rcx + r9 + 1]
+    imul        ecx, r11d
     inc         edx
     cmp         edx, eax
     jb          .roll
     add         rsp, 16
-    shr         rcx, 64 - BLOOM_BITS
+    shr         ecx, 32 - BLOOM_BITS
     mov         r11, [r14 + renc.bloom]
     bts         [r11], rcx
 .put:
