@@ -30,6 +30,10 @@ sub_lane:
 %assign s s + 1
 %endrep
 
+align 32
+sub_iota:   dd 0, 1, 2, 3, 4, 5, 6, 7           ; rk_sub_a: the lanes' starts
+            dd 8, 9, 10, 11, 12, 13, 14, 15
+
 ; sub_pos: for each 8-bit mask, the numbers of its set bits as bytes, in
 ; order from byte 0 (rk_sub_a's list)
 align 64
@@ -302,7 +306,7 @@ ENDPROC
 ; srank, one rkrec each from workspace + 32, their count at workspace + 0
 ; (a workspace is 32-byte aligned).  Out: rax = the workspace's end (the
 ; next one's start).
-; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm8.
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm11.
 ;-----------------------------------------------------------------------------
 
 ; SUB_STEP h, bytes: h (the hashes of 8 starts' substrings, one per dword
@@ -315,13 +319,15 @@ ENDPROC
     vpmulld     %1, %1, ymm4
 %endmacro
 
-; SUB_BITS h, out: out (a 32-bit register) = a bit per dword lane of h:
-; its filter bit (r10 = renc.bloom).  Needs ymm6 = 31 in each lane;
-; clobbers ymm0, ymm1, ymm7, ymm8.
-%macro SUB_BITS 2
+; SUB_BITS h, out, lanes: out (a 32-bit register) = a bit per dword lane of
+; h: its filter bit (r10 = renc.bloom); only the lanes whose dword in %3
+; (their starts) is below ymm9's (n - L + 1) are read, the others' bits
+; are garbage.  Needs ymm6 = 31 in each lane; clobbers ymm0, ymm1, ymm7,
+; ymm8.
+%macro SUB_BITS 3
     vpsrld      ymm0, %1, 32 - BLOOM_BITS       ; the bit numbers
     vpsrld      ymm1, ymm0, 5                   ; their dwords
-    vpcmpeqd    ymm7, ymm7, ymm7                ; (every lane gathered)
+    vpcmpgtd    ymm7, ymm9, %3                  ; (the starts that fit)
     vpgatherdd  ymm8, [r10 + ymm1 * 4], ymm7
     vpandn      ymm0, ymm0, ymm6                ; 31 - bit % 32
     vpsllvd     ymm8, ymm8, ymm0                ; the bit to the sign
@@ -368,6 +374,11 @@ PROC rk_sub_a
     SUB_STEP    ymm2, [rk_p + 1]
     SUB_STEP    ymm3, [rk_p + 9]
     lea         rdi, [rbx + rts.sclist]
+    vmovdqa     ymm10, [sub_iota]               ; starts 0..7
+    vmovdqa     ymm11, [sub_iota + 32]          ; 8..15
+    lea         eax, [r13 - 2]
+    vmovd       xmm9, eax
+    vpbroadcastd ymm9, xmm9                     ; n - L + 1 (L = 3)
     mov         r8d, 3                          ; L
     mov         r11, 0x3030303030303030         ; L << 4 in each byte
     mov         r15, 0x0808080808080808
@@ -377,9 +388,9 @@ PROC rk_sub_a
     ja          .low
     SUB_STEP    ymm2, [rk_p + r8 - 1]
     SUB_STEP    ymm3, [rk_p + r8 + 7]
-    SUB_BITS    ymm2, eax                       ; (every low start fits)
+    SUB_BITS    ymm2, eax, ymm10                ; (every low start fits)
     SUB_APPEND  r11
-    SUB_BITS    ymm3, eax
+    SUB_BITS    ymm3, eax, ymm11
     mov         ecx, r13d
     sub         ecx, r8d
     sub         ecx, 7                          ; high starts that fit
@@ -389,12 +400,13 @@ PROC rk_sub_a
     inc         r8
     mov         rax, 0x1010101010101010
     add         r11, rax
+    vpaddd      ymm9, ymm9, ymm5
     jmp         .both
 .low:                                           ; starts 0..7 only
     cmp         r8, rk_n
     ja          .listed
     SUB_STEP    ymm2, [rk_p + r8 - 1]
-    SUB_BITS    ymm2, eax
+    SUB_BITS    ymm2, eax, ymm10
     mov         ecx, r13d
     sub         ecx, r8d
     inc         ecx                             ; starts that fit: n - L + 1
@@ -403,10 +415,11 @@ PROC rk_sub_a
     inc         r8
     mov         rax, 0x1010101010101010
     add         r11, rax
+    vpaddd      ymm9, ymm9, ymm5
     jmp         .low
 .listed:
     ; pass 1b: each listed substring's key, home entry (prefetched) and
-    ; place in srank (i * 16 + j), into the workspace
+    ; place in srank (L * 16 + i), into the workspace
     mov         r10, rdi                        ; the list's end
     lea         r9, [rbx + rts.sclist]
     lea         rdi, [rk_s + 32]
@@ -415,12 +428,10 @@ PROC rk_sub_a
     jae         .keyed
     movzx       r8d, byte [r9]
     inc         r9
+    mov         [rdi + rkrec.free], r8          ; its place in srank: L * 16 + i
     mov         esi, r8d
     and         esi, 15                         ; i
     shr         r8d, 4                          ; L
-    imul        eax, esi, 17
-    add         eax, r8d
-    mov         [rdi + rkrec.free], rax         ; i * 16 + (i + L)
     add         rsi, rk_p
     CT_KEY      rsi, r8, r8d
     vmovdqa     [rdi + rkrec.key], xmm0
@@ -451,7 +462,7 @@ ENDPROC
 ; rk_sub_b: rbx = a thread state, rsi = the chunk, rdx = its length, rcx =
 ; out (room for rdx ids), rdi = its workspace from rk_sub_a (the table
 ; unchanged since, but for chunks put in it).  Out: rax = ids written.
-; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm3.
+; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm7.
 ;-----------------------------------------------------------------------------
 ; SUB_LANE lane, key: lane `lane` (a 32-bit register, 0..15, clobbered)
 ; of ymm2 / ymm3 = key (a 32-bit register).  Needs r9 = sub_lane; clobbers
@@ -477,34 +488,45 @@ PROC rk_sub_b
     mov         rk_n, rdx
     mov         rk_out, rcx
     mov         rk_s, rdi
-    ; srank's rows 0..n-1 "none" first; substrings of 2 bytes from renc.bp,
-    ; and the first pairs' keys into spr (lanes n-1..15 none)
+    ; srank's rows L = 3..15 "none" first; then the pairs of bytes (i, i + 1)
+    ; from renc.bp (gathered, 8 at a time: RF_RANKS, priority = id) into
+    ; row 2 and as the first keys into ymm2 (starts 0..7) / ymm3 (8..15)
     vpcmpeqd    ymm0, ymm0, ymm0
-    lea         rax, [rbx + rts.srank]
-    mov         ecx, r13d
-.none_row:
-    vmovdqu     [rax], ymm0
-    vmovdqu     [rax + 32], ymm0
-    add         rax, 64
-    dec         ecx
-    jnz         .none_row
-    vmovdqu     [rbx + rts.spr], ymm0
-    vmovdqu     [rbx + rts.spr + 32], ymm0
+%assign row 3
+%rep CT_MAX_LEN - 2
+    vmovdqu     [rbx + rts.srank + row * 64], ymm0
+    vmovdqu     [rbx + rts.srank + row * 64 + 32], ymm0
+%assign row row + 1
+%endrep
     mov         rdi, [rbx + rts.enc]
     mov         rsi, [rdi + renc.bp]
-    xor         ecx, ecx
-.two:
-    movzx       eax, word [rk_p + rcx]
-    mov         eax, [rsi + rax * 8]            ; (RF_RANKS: priority = id)
-    imul        edx, ecx, 17
-    mov         [rbx + rts.srank + rdx * 4 + 8], eax ; [i][i + 2]
-    shl         eax, 4
-    or          eax, ecx
-    mov         [rbx + rts.spr + rcx * 4], eax  ; the key of pair (i, i + 1)
-    inc         ecx
-    lea         eax, [ecx + 2]
-    cmp         rax, rk_n
-    jbe         .two
+    vpmovzxbd   ymm0, [rk_p]
+    vpmovzxbd   ymm1, [rk_p + 1]
+    vpslld      ymm1, ymm1, 8
+    vpor        ymm0, ymm0, ymm1                ; b[i] | b[i + 1] << 8
+    vpcmpeqd    ymm7, ymm7, ymm7
+    vpgatherdd  ymm2, [rsi + ymm0 * 8], ymm7
+    vpmovzxbd   ymm0, [rk_p + 8]                ; (past the chunk: PAD, and
+    vpmovzxbd   ymm1, [rk_p + 9]                ; lanes that are no pair)
+    vpslld      ymm1, ymm1, 8
+    vpor        ymm0, ymm0, ymm1
+    vpcmpeqd    ymm7, ymm7, ymm7
+    vpgatherdd  ymm3, [rsi + ymm0 * 8], ymm7
+    vmovdqu     [rbx + rts.srank + 2 * 64], ymm2 ; row 2
+    vmovdqu     [rbx + rts.srank + 2 * 64 + 32], ymm3
+    vpslld      ymm2, ymm2, 4                   ; keys: priority << 4 | i
+    vpslld      ymm3, ymm3, 4
+    vmovdqa     ymm4, [sub_iota]
+    vmovdqa     ymm5, [sub_iota + 32]
+    vpor        ymm2, ymm2, ymm4
+    vpor        ymm3, ymm3, ymm5
+    lea         eax, [r13 - 2]
+    vmovd       xmm0, eax
+    vpbroadcastd ymm0, xmm0                     ; the last pair: n - 2
+    vpcmpgtd    ymm1, ymm4, ymm0
+    vpor        ymm2, ymm2, ymm1                ; (lanes past it: none)
+    vpcmpgtd    ymm1, ymm5, ymm0
+    vpor        ymm3, ymm3, ymm1
     ; pass 2: each record probed, its id (one-id entries: tokens) into srank
     mov         r8, [rk_s]
     shl         r8, 5
@@ -533,16 +555,14 @@ PROC rk_sub_b
 .looked:
     ; the parts: r15 = a mask of their starts (bit n set too, the end); a
     ; lane s of ymm2 (starts 0..7) / ymm3 (8..15) holds the key of the pair
-    ; of the parts starting at s and at the next start t: srank[s][u] << 4
-    ; | s (u the start after t), so the lowest key is the lowest priority,
-    ; leftmost; 0xFFFFFFF0 | s or all ones: no pair (the last part, starts
-    ; that are gone).  Each merge: a vector minimum, then three lanes
-    ; changed (SUB_LANE); nothing moves
+    ; of the parts starting at s and at the next start t: the id of [s, u)
+    ; << 4 | s (u the start after t), so the lowest key is the lowest
+    ; priority, leftmost; 0xFFFFFFF0 | s or all ones: no pair (the last
+    ; part, starts that are gone).  Each merge: a vector minimum, then three
+    ; lanes changed (SUB_LANE); nothing moves
     mov         ecx, 2
     shlx        r15d, ecx, r13d
     dec         r15d                            ; bits 0..n
-    vmovdqu     ymm2, [rbx + rts.spr]
-    vmovdqu     ymm3, [rbx + rts.spr + 32]
     lea         r9, [sub_lane]
 .merge:
     vpminud     ymm0, ymm2, ymm3
@@ -572,10 +592,11 @@ PROC rk_sub_b
     jae         .k_key
     btr         ecx, r8d
     tzcnt       edx, ecx                        ; w: the part after u
-    mov         eax, esi
+    mov         eax, edx
+    sub         eax, esi
     shl         eax, 4
-    add         eax, edx
-    mov         eax, [rbx + rts.srank + rax * 4] ; [k][w]
+    add         eax, esi
+    mov         eax, [rbx + rts.srank + rax * 4] ; [k, w)
     shl         eax, 4
     or          eax, esi
 .k_key:
@@ -584,10 +605,11 @@ PROC rk_sub_b
     jz          .merge
     bzhi        ecx, r15d, esi
     bsr         ecx, ecx
-    mov         eax, ecx
+    mov         eax, r8d
+    sub         eax, ecx
     shl         eax, 4
-    add         eax, r8d
-    mov         eax, [rbx + rts.srank + rax * 4] ; [p][u]
+    add         eax, ecx
+    mov         eax, [rbx + rts.srank + rax * 4] ; [p, u)
     shl         eax, 4
     or          eax, ecx
     SUB_LANE    ecx, eax
@@ -609,9 +631,10 @@ PROC rk_sub_b
     mov         eax, [rdi + renc.byteid + rax * 4]
     jmp         .emit
 .token:
-    shl         edx, 4
-    add         edx, esi
-    mov         eax, [rbx + rts.srank + rdx * 4]
+    sub         esi, edx
+    shl         esi, 4
+    add         esi, edx
+    mov         eax, [rbx + rts.srank + rsi * 4] ; [s, t)
 .emit:
     mov         [rk_out + rcx * 4], eax
     inc         ecx
