@@ -154,11 +154,42 @@ rk_doc:
     OTHER_HALF  rdi
     call        rk_pass_a
 .pass_b:
-    ; pass B0: each chunk of the batch probed: rkrec.free = the entry found,
-    ; or the empty one that ended the probe | 1 (a miss)
+    ; pass F: the batch's first chunks, while each is a hit of up to
+    ; CT_MAX_TOK ids with room after them in out, probed and their ids
+    ; written at once (as pass B would); from the first other one on, the
+    ; rest of the batch goes through B0, M and B
     mov         rdi, [rbx + rts.bcur]
+    mov         rdx, [rsp]                      ; out
+.fast:
+    mov         rcx, [rdi + rkrec.home]
+    test        rcx, rcx
+    jz          .rest                           ; (a long chunk)
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    CT_PROBE    .fast_hit, .rest
+.fast_hit:
+    vmovdqu     xmm1, [rcx + ctent.ids]
+    vmovd       eax, xmm1
+    shr         eax, CT_NSHIFT                  ; how many
+    cmp         eax, CT_MAX_TOK
+    ja          .rest
+    lea         rsi, [rdx + r13 * 4 + 16]
+    cmp         rsi, [rbx + rts.outlim]
+    ja          .rest
+    vpand       xmm1, xmm1, [ct_idmask]
+    vmovdqu     [rsi - 16], xmm1
+    add         r13, rax
+    mov         r12, [rbx + rts.ends + r15 * 8] ; (the next chunk's start)
+    add         rdi, rkrec_size
+    inc         r15
+    cmp         r15, [rbx + rts.bend]
+    jb          .fast
+    jmp         .batch_end
+.rest:
+    ; pass B0: each chunk left probed: rkrec.free = the entry found, or the
+    ; empty one that ended the probe | 1 (a miss)
     mov         r10, r15
-    xor         r11d, r11d                      ; a bit per missed chunk
+    xor         r11d, r11d                      ; a bit per missed chunk (from
+                                                ; the batch's first, rbp)
 .probe_all:
     mov         rcx, [rdi + rkrec.home]
     test        rcx, rcx
@@ -168,7 +199,7 @@ rk_doc:
 .missed:
     or          rcx, 1
     mov         rax, r10
-    sub         rax, r15
+    sub         rax, rbp
     bts         r11, rax
 .found:
     mov         [rdi + rkrec.free], rcx
@@ -190,7 +221,7 @@ rk_doc:
 .sub_all:
     tzcnt       rcx, r11                        ; a missed chunk: its record
     blsr        r11, r11
-    lea         r10, [r15 + rcx]                ; (its index)
+    lea         r10, [rbp + rcx]                ; (its index)
     mov         rdi, rcx
     shl         rdi, 5                          ; (rkrec_size)
     add         rdi, [rbx + rts.bcur]
@@ -215,8 +246,11 @@ rk_doc:
     test        r11, r11
     jnz         .sub_all
 .emit:
-    ; pass B: in order, each chunk's ids
-    mov         rdi, [rbx + rts.bcur]
+    ; pass B: in order, each chunk's ids from the first left (r15)
+    mov         rdi, r15
+    sub         rdi, rbp
+    shl         rdi, 5                          ; (rkrec_size)
+    add         rdi, [rbx + rts.bcur]
 .chunk:
     mov         r8, [rbx + rts.ends + r15 * 8]  ; its end
     cmp         qword [rdi + rkrec.home], 0
@@ -243,6 +277,7 @@ rk_doc:
     inc         r15
     cmp         r15, [rbx + rts.bend]
     jb          .chunk
+.batch_end:
     cmp         qword [rbx + rts.reset], 0      ; the table or its arena
     je          .no_reset                       ; filled up in this batch:
     call        rk_ct_full                      ; grown (or reset) now, the
