@@ -42,6 +42,8 @@
 %include "encode_rank.inc"
 
 extern rk_merge
+extern rk_sub_a
+extern rk_sub_b
 extern mask_tab
 extern ct_idmask
 
@@ -52,11 +54,14 @@ section .text
 ; LT_MAX_LEN bytes (PAD readable after it), rdx = its length, rcx = out
 ; (room for rdx ids; past the ids written, out may be overwritten up to
 ; rts.outlim).  rax = the ids written, or ASMBPE_ENOMEM.  Keeps rbx, rbp,
-; r12-r15; clobbers the other registers and ymm0-ymm3 (as rk_merge).
+; r12-r15; clobbers the other registers and ymm0-ymm11 (as rk_sub_a).
 ; Without RF_SPLIT, or when nothing cuts, it is rk_merge.  Each piece, in
 ; order: one byte, its id; two, renc.bp; three, renc.t3 (RF_WHOLE) or
 ; rk_merge; 4..CT_MAX_LEN, the thread's chunk table (probed one piece at a
-; time, nothing prefetched) or rk_merge; longer, rk_merge.
+; time, nothing prefetched), else with RF_RANKS rk_sub_a / rk_sub_b (then
+; put into the chunk table where its probe ended: a later record of rk_doc's
+; batch that missed there may overwrite it, which only loses the entry) and
+; without it rk_merge; longer, rk_merge.
 ;-----------------------------------------------------------------------------
 %define sp_p    r12     ; the chunk
 %define sp_n    r13     ; its length
@@ -216,9 +221,61 @@ PROC rk_split
     shl         rcx, CT_SHIFT
     add         rcx, [rbx + rts.ct]
     CT_PROBE    .ct_hit, .ct_miss
-.ct_miss:
+.ct_miss:                                       ; rcx = the empty entry
     pop         rdx
     pop         rsi
+    test        qword [sp_enc + renc.flags], RF_RANKS
+    jz          .ct_merge
+    ; RF_RANKS: merged from its substrings' ids (rk_sub_a / _b: their
+    ; lookups overlap, where rk_merge's pair lookups come one merge after
+    ; another), then put into the chunk table where its probe ended, so
+    ; that the next long chunk with this piece finds it
+    push        rcx                             ; [rsp + 24]: the entry
+    push        rsi                             ; [rsp + 16]: the piece
+    push        rdx                             ; [rsp + 8]: its length
+    push        rdx                             ; (alignment)
+    lea         rdi, [rbx + rts.ws1]
+    call        rk_sub_a
+    mov         rsi, [rsp + 16]
+    mov         rdx, [rsp + 8]
+    lea         rcx, [sp_out + sp_k * 4]
+    lea         rdi, [rbx + rts.ws1]
+    call        rk_sub_b
+    mov         rcx, [rsp + 24]
+    mov         rsi, [rsp + 16]
+    mov         rdx, [rsp + 8]
+    add         rsp, 32
+    cmp         rax, CT_MAX_TOK                 ; (5..15 ids: not kept)
+    ja          .sub_done
+    cmp         qword [rbx + rts.reset], 0      ; (the table is full: rk_doc
+    jne         .sub_done                       ; changes it after its batch)
+    mov         r8, [rbx + rts.ctfill]
+    cmp         r8, [rbx + rts.ctcap]
+    jae         .ct_full
+    inc         r8
+    mov         [rbx + rts.ctfill], r8
+    mov         r8, rax
+    CT_KEY      rsi, rdx, edx
+    vmovdqu     [rcx + ctent.key], xmm0
+    lea         rdx, [sp_out + sp_k * 4]        ; its ids
+    lea         rsi, [r8 * 4]
+    lea         r9, [mask_tab + 64]
+    sub         r9, rsi
+    vmovdqu     xmm2, [r9]                      ; the first n dwords
+    vpmaskmovd  xmm1, xmm2, [rdx]               ; (no read past them)
+    mov         esi, r8d
+    shl         esi, CT_NSHIFT
+    vmovd       xmm2, esi
+    vpor        xmm1, xmm1, xmm2                ; their number in ids[0]
+    vmovdqu     [rcx + ctent.ids], xmm1
+    mov         rax, r8
+.sub_done:
+    add         sp_k, rax
+    jmp         .piece_next
+.ct_full:
+    mov         qword [rbx + rts.reset], 1
+    jmp         .sub_done
+.ct_merge:
     lea         rcx, [sp_out + sp_k * 4]
 .merge:
     call        rk_merge
