@@ -60,10 +60,10 @@ section .text
 ; rk_long: rbx = a thread state, rsi = a chunk of more than CT_MAX_LEN bytes
 ; (PAD readable after it), rdx = its length, rcx = out (room for rdx ids).
 ; Up to LT_MAX_LEN bytes: looked up in the thread's long-chunk table (by
-; the crc of its bytes, then the bytes compared), else encoded (rk_split or rk_merge)
-; and put there; longer ones only encoded.  Out: rax = ids written, or
-; ASMBPE_ENOMEM.  Keeps rbx, rbp, r12-r15; clobbers the other registers
-; and ymm0-ymm11.
+; the crc of its bytes, then the bytes compared), else encoded (rk_split,
+; or rk_merge) and put there; longer ones only encoded.  Out: rax = ids
+; written, or ASMBPE_ENOMEM.  Keeps rbx, rbp, r12-r15; clobbers the other
+; registers and ymm0-ymm11.
 ;-----------------------------------------------------------------------------
 PROC rk_long
     cmp         rdx, LT_MAX_LEN
