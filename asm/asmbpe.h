@@ -7,7 +7,7 @@
  * vzeroupper before returning from code that touched ymm.  Every input text
  * buffer has ASMBPE_PAD readable bytes before its start and after its end; the
  * library may read that padding but never writes outside the ranges it is
- * given.  Errors are negative status codes.  Requires AVX2, BMI1, BMI2.
+ * given.  Errors are negative status codes.  Requires AVX2, BMI1, BMI2, SSE4.2, POPCNT, LZCNT.
  */
 #ifndef ASMBPE_H
 #define ASMBPE_H
@@ -28,6 +28,8 @@ enum {
     ASMBPE_CPU_OSYMM   = 8,     /* OSXSAVE and xgetbv(0) & 6 == 6 */
     ASMBPE_CPU_XGETBV1 = 16,    /* xgetbv(1) (XINUSE) available */
     ASMBPE_CPU_SSE42   = 32,    /* crc32 (the encoder's chunk hash) */
+    ASMBPE_CPU_POPCNT  = 64,
+    ASMBPE_CPU_LZCNT   = 128,   /* (ABM on AMD) */
 };
 
 /* cpuflags.asm: cpuid + xgetbv, the ASMBPE_CPU_* bits of this machine. */

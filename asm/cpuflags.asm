@@ -1,8 +1,9 @@
 ;-----------------------------------------------------------------------------
 ; uint32_t asmbpe_cpu_flags(void)
 ;
-; Returns the CPU_* bits of asmbpe.inc: SSE4.2 (crc32) from cpuid leaf 1,
-; AVX2, BMI1, BMI2 from cpuid leaf 7,
+; Returns the CPU_* bits of asmbpe.inc: SSE4.2 (crc32) and POPCNT from
+; cpuid leaf 1, AVX2, BMI1, BMI2 from cpuid leaf 7, LZCNT from leaf
+; 0x80000001 (ecx bit 5, ABM on AMD),
 ; OSYMM when cpuid leaf 1 reports OSXSAVE and xgetbv(0) & 6 == 6 (the OS saves
 ; xmm and ymm state), XGETBV1 when cpuid(0xD, 1).eax bit 2 says xgetbv(1)
 ; (XINUSE) is available.  AVX2 is reported only together with OSYMM: a CPU
@@ -24,6 +25,10 @@ FUNC asmbpe_cpu_flags, 0, 10, 0
     jnc         .no_sse42
     or          r8d, CPU_SSE42
 .no_sse42:
+    bt          ecx, 23                 ; POPCNT
+    jnc         .no_popcnt
+    or          r8d, CPU_POPCNT
+.no_popcnt:
     bt          ecx, 27                 ; OSXSAVE
     jnc         .leaf7
     xor         ecx, ecx
@@ -63,6 +68,16 @@ FUNC asmbpe_cpu_flags, 0, 10, 0
     jnc         .done
     or          r8d, CPU_XGETBV1
 .done:
+    mov         eax, 0x80000000         ; the extended leaves
+    cpuid
+    cmp         eax, 0x80000001
+    jb          .flags
+    mov         eax, 0x80000001
+    cpuid
+    bt          ecx, 5                  ; LZCNT
+    jnc         .flags
+    or          r8d, CPU_LZCNT
+.flags:
     mov         eax, r8d
     RET
 ENDFUNC

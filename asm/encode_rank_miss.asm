@@ -14,7 +14,9 @@ extern rk_split
 section .rodata
 align 64
 ; sub_lane: for each lane s of 0..15, 16 dwords (ymm2 | ymm3 of rk_sub_b):
-; all ones in lane s, zero elsewhere
+; all ones in lane s, zero elsewhere; before it a row of zeros (lane -1: no
+; lane)
+    times 16 dd 0
 sub_lane:
 %assign s 0
 %rep 16
@@ -464,14 +466,14 @@ ENDPROC
 ; unchanged since, but for chunks put in it).  Out: rax = ids written.
 ; Keeps rbx, rbp, r12-r15; clobbers the other registers and ymm0-ymm7.
 ;-----------------------------------------------------------------------------
-; SUB_LANE lane, key: lane `lane` (a 32-bit register, 0..15, clobbered)
+; SUB_LANE lane, key: lane `lane` (a 32-bit register, -1..15; -1: none)
 ; of ymm2 / ymm3 = key (a 32-bit register).  Needs r9 = sub_lane; clobbers
 ; rdx, ymm0, ymm1.
 %macro SUB_LANE 2
     vmovd       xmm0, %2
     vpbroadcastd ymm0, xmm0
-    mov         edx, %1
-    shl         edx, 6
+    movsxd      rdx, %1
+    shl         rdx, 6
     vmovdqa     ymm1, [r9 + rdx]
     vpblendvb   ymm2, ymm2, ymm0, ymm1
     vmovdqa     ymm1, [r9 + rdx + 32]
@@ -587,28 +589,29 @@ PROC rk_sub_b
     vpor        ymm2, ymm2, [r9 + rdx]          ; (lane t: none)
     vpor        ymm3, ymm3, [r9 + rdx + 32]
     tzcnt       r8d, ecx                        ; u: k's next part now
-    mov         eax, -1                         ; (k the last part: none)
-    cmp         r8, rk_n
-    jae         .k_key
     btr         ecx, r8d
-    tzcnt       edx, ecx                        ; w: the part after u
-    mov         eax, edx
+    tzcnt       edx, ecx                        ; w: the part after u (32:
+    mov         eax, edx                        ; none, u is the end)
     sub         eax, esi
     shl         eax, 4
     add         eax, esi
+    and         eax, 255                        ; (in srank when u is the end)
     mov         eax, [rbx + rts.srank + rax * 4] ; [k, w)
     shl         eax, 4
     or          eax, esi
-.k_key:
+    mov         edx, -1                         ; (k the last part: none)
+    cmp         r8, rk_n
+    cmovae      eax, edx
     SUB_LANE    esi, eax
-    test        esi, esi                        ; the part before k: p
-    jz          .merge
-    bzhi        ecx, r15d, esi
-    bsr         ecx, ecx
+    bzhi        ecx, r15d, esi                  ; the part before k: p, or -1
+    lzcnt       ecx, ecx                        ; when k is the first (its
+    neg         ecx                             ; lane -1: sub_lane's row
+    add         ecx, 31                         ; before lane 0, no lane)
     mov         eax, r8d
     sub         eax, ecx
     shl         eax, 4
     add         eax, ecx
+    and         eax, 255
     mov         eax, [rbx + rts.srank + rax * 4] ; [p, u)
     shl         eax, 4
     or          eax, ecx

@@ -21,7 +21,7 @@ ROOT = PKG.parent
 TEST_HEADER = ROOT / "asm" / "test" / "asmbpe_test.h"
 TEST_LIB_PATH = ROOT / "build" / "libasmbpe_test.so"
 
-REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32}
+REQUIRED = {"AVX2": 1, "BMI1": 2, "BMI2": 4, "SSE4.2": 32, "POPCNT": 64, "LZCNT": 128}
 # The most threads one library call takes (ASMBPE_MAX_THREADS, asm/sys.inc): the one
 # bound of every `threads` argument and --threads option
 MAX_THREADS = 256
@@ -76,7 +76,7 @@ def lib():
     if missing:
         raise LibraryError(
             "this CPU (or its OS) lacks " + ", ".join(missing)
-            + ": asmbpe's assembly needs AVX2, BMI1, BMI2 and SSE4.2")
+            + ": asmbpe's assembly needs AVX2, BMI1, BMI2, SSE4.2, POPCNT and LZCNT")
     return handle
 
 
