@@ -35,6 +35,12 @@ sub_lane:
 align 32
 sub_iota:   dd 0, 1, 2, 3, 4, 5, 6, 7           ; rk_sub_a: the lanes' starts
             dd 8, 9, 10, 11, 12, 13, 14, 15
+sub_key:                                        ; rk_sub_b: (i + 1) << 4 | i
+%assign i 0
+%rep 16
+            dd ((i + 1) << 4) | i
+%assign i i + 1
+%endrep
 
 ; sub_pos: for each 8-bit mask, the numbers of its set bits as bytes, in
 ; order from byte 0 (rk_sub_a's list)
@@ -516,12 +522,12 @@ PROC rk_sub_b
     vpgatherdd  ymm3, [rsi + ymm0 * 8], ymm7
     vmovdqu     [rbx + rts.srank + 2 * 64], ymm2 ; row 2
     vmovdqu     [rbx + rts.srank + 2 * 64 + 32], ymm3
-    vpslld      ymm2, ymm2, 4                   ; keys: priority << 4 | i
-    vpslld      ymm3, ymm3, 4
+    vpslld      ymm2, ymm2, 8                   ; keys: priority << 8 | (i + 1)
+    vpslld      ymm3, ymm3, 8                   ; << 4 | i
+    vpor        ymm2, ymm2, [sub_key]
+    vpor        ymm3, ymm3, [sub_key + 32]
     vmovdqa     ymm4, [sub_iota]
     vmovdqa     ymm5, [sub_iota + 32]
-    vpor        ymm2, ymm2, ymm4
-    vpor        ymm3, ymm3, ymm5
     lea         eax, [r13 - 2]
     vmovd       xmm0, eax
     vpbroadcastd ymm0, xmm0                     ; the last pair: n - 2
@@ -558,10 +564,10 @@ PROC rk_sub_b
     ; the parts: r15 = a mask of their starts (bit n set too, the end); a
     ; lane s of ymm2 (starts 0..7) / ymm3 (8..15) holds the key of the pair
     ; of the parts starting at s and at the next start t: the id of [s, u)
-    ; << 4 | s (u the start after t), so the lowest key is the lowest
-    ; priority, leftmost; 0xFFFFFFF0 | s or all ones: no pair (the last
-    ; part, starts that are gone).  Each merge: a vector minimum, then three
-    ; lanes changed (SUB_LANE); nothing moves
+    ; << 8 | t << 4 | s (u the start after t), so the lowest key is the
+    ; lowest priority, leftmost, and names both parts; 2^28 or more: no
+    ; pair (the last part, starts that are gone).  Each merge: a vector
+    ; minimum, then three lanes changed (SUB_LANE); nothing moves
     mov         ecx, 2
     shlx        r15d, ecx, r13d
     dec         r15d                            ; bits 0..n
@@ -575,30 +581,32 @@ PROC rk_sub_b
     vpshufd     xmm1, xmm0, 0xB1
     vpminud     xmm0, xmm0, xmm1
     vmovd       eax, xmm0                       ; the lowest key
-    cmp         eax, 1 << 24
+    cmp         eax, 1 << 28
     jae         .merged                         ; (no pair left)
     mov         esi, eax
     and         esi, 15                         ; k
-    mov         ecx, -2                         ; the starts after k
-    shlx        ecx, ecx, esi
+    shr         eax, 4
+    and         eax, 15                         ; t: it goes
+    mov         ecx, -2                         ; the starts after t
+    shlx        ecx, ecx, eax
     and         ecx, r15d
-    tzcnt       edx, ecx                        ; t: it goes
-    btr         r15d, edx
-    btr         ecx, edx
-    shl         edx, 6
-    vpor        ymm2, ymm2, [r9 + rdx]          ; (lane t: none)
-    vpor        ymm3, ymm3, [r9 + rdx + 32]
+    btr         r15d, eax
+    shl         eax, 6
+    vpor        ymm2, ymm2, [r9 + rax]          ; (lane t: none)
+    vpor        ymm3, ymm3, [r9 + rax + 32]
+    imul        edi, esi, 15
     tzcnt       r8d, ecx                        ; u: k's next part now
-    btr         ecx, r8d
+    blsr        ecx, ecx
     tzcnt       edx, ecx                        ; w: the part after u (32:
-    mov         eax, edx                        ; none, u is the end)
-    sub         eax, esi
-    shl         eax, 4
-    add         eax, esi
-    and         eax, 255                        ; (in srank when u is the end)
-    mov         eax, [rbx + rts.srank + rax * 4] ; [k, w)
-    shl         eax, 4
-    or          eax, esi
+    shl         edx, 4                          ; none, u is the end)
+    sub         edx, edi                        ; ((w - k) * 16 + k)
+    and         edx, 255                        ; (in srank when u is the end)
+    mov         eax, [rbx + rts.srank + rdx * 4] ; [k, w)
+    shl         eax, 8
+    mov         edx, r8d
+    shl         edx, 4
+    or          edx, esi
+    or          eax, edx                        ; its key: ... | u << 4 | k
     mov         edx, -1                         ; (k the last part: none)
     cmp         r8, rk_n
     cmovae      eax, edx
@@ -613,8 +621,10 @@ PROC rk_sub_b
     add         eax, ecx
     and         eax, 255
     mov         eax, [rbx + rts.srank + rax * 4] ; [p, u)
-    shl         eax, 4
-    or          eax, ecx
+    shl         eax, 8
+    shl         esi, 4
+    or          esi, ecx
+    or          eax, esi                        ; its key: ... | k << 4 | p
     SUB_LANE    ecx, eax
     jmp         .merge
 .merged:                                        ; each part's id
