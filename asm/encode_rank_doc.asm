@@ -25,6 +25,38 @@ extern rk_ct_full
     add         %1, rax
 %endmacro
 
+; FAST checked: pass F's loop (rk_doc), %1 = 1: each hit's room checked
+; against rts.outlim (else there is room for the whole batch).  rdi = the
+; record, rdx = out, r8 = rts.bend; to .rest_f at the first chunk that is
+; not a hit of up to CT_MAX_TOK ids, to .fast_end after the last.
+%macro FAST 1
+.fast%1:
+    mov         rcx, [rdi + rkrec.home]
+    test        rcx, rcx
+    jz          .rest_f                         ; (a long chunk)
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    CT_PROBE    .fast_hit%1, .rest_f
+.fast_hit%1:
+    vmovdqu     xmm1, [rcx + ctent.ids]
+    vmovd       eax, xmm1
+    shr         eax, CT_NSHIFT                  ; how many
+    cmp         eax, CT_MAX_TOK
+    ja          .rest_f
+%if %1
+    lea         rsi, [rdx + r13 * 4 + 16]
+    cmp         rsi, [rbx + rts.outlim]
+    ja          .rest_f
+%endif
+    vpand       xmm1, xmm1, [ct_idmask]
+    vmovdqu     [rdx + r13 * 4], xmm1
+    add         r13, rax
+    add         rdi, rkrec_size
+    inc         r15
+    cmp         r15, r8
+    jb          .fast%1
+    jmp         .fast_end
+%endmacro
+
 ; JOB_FILL (asmbpe_renc_encode / _docs): the rest of the job on the stack
 ; from the FUNC's named arguments.
 %macro JOB_FILL 0
@@ -160,30 +192,22 @@ rk_doc:
     ; rest of the batch goes through B0, M and B
     mov         rdi, [rbx + rts.bcur]
     mov         rdx, [rsp]                      ; out
-.fast:
-    mov         rcx, [rdi + rkrec.home]
-    test        rcx, rcx
-    jz          .rest                           ; (a long chunk)
-    vmovdqa     xmm0, [rdi + rkrec.key]
-    CT_PROBE    .fast_hit, .rest
-.fast_hit:
-    vmovdqu     xmm1, [rcx + ctent.ids]
-    vmovd       eax, xmm1
-    shr         eax, CT_NSHIFT                  ; how many
-    cmp         eax, CT_MAX_TOK
-    ja          .rest
-    lea         rsi, [rdx + r13 * 4 + 16]
-    cmp         rsi, [rbx + rts.outlim]
-    ja          .rest
-    vpand       xmm1, xmm1, [ct_idmask]
-    vmovdqu     [rsi - 16], xmm1
-    add         r13, rax
-    mov         r12, [rbx + rts.ends + r15 * 8] ; (the next chunk's start)
-    add         rdi, rkrec_size
-    inc         r15
-    cmp         r15, [rbx + rts.bend]
-    jb          .fast
+    mov         r8, [rbx + rts.bend]
+    mov         rax, r8                         ; room for every chunk left
+    sub         rax, r15                        ; as 4 ids, 16 bytes each:
+    lea         rax, [r13 + rax * 4 + 4]        ; no check per chunk
+    lea         rax, [rdx + rax * 4]
+    cmp         rax, [rbx + rts.outlim]
+    jbe         .fast0
+    FAST        1
+    FAST        0
+.fast_end:                                      ; (the batch done)
+    mov         r12, [rbx + rts.ends + r15 * 8 - 8]
     jmp         .batch_end
+.rest_f:                                        ; the next chunk's start
+    cmp         r15, rbp
+    je          .rest
+    mov         r12, [rbx + rts.ends + r15 * 8 - 8]
 .rest:
     ; pass B0: each chunk left probed: rkrec.free = the entry found, or the
     ; empty one that ended the probe | 1 (a miss)
