@@ -480,26 +480,32 @@ rk_doc:
 ; key and home entry (0 when over CT_MAX_LEN bytes), the entry prefetched.
 ; Clobbers rax, rcx, rdx, rsi, rdi, r8, r10, r11, xmm0, xmm1.
 rk_pass_a:
+    push        r12
+    push        r13
+    push        r14
     mov         r8, [rbx + rts.sstart]          ; the first chunk's start
     test        r10, r10
-    jz          .chunk
+    jz          .first
     mov         r8, [rbx + rts.ends + r10 * 8 - 8]
+.first:
+    mov         r12, [rbx + rts.text]
+    mov         r13, [rbx + rts.ctmask]
+    mov         r14, [rbx + rts.ct]
 .chunk:
-    mov         rax, r8
-    mov         r8, [rbx + rts.ends + r10 * 8]
-    mov         rdx, r8
-    sub         rdx, rax                        ; its length
-    mov         rsi, [rbx + rts.text]
-    add         rsi, rax                        ; the chunk
+    mov         rax, [rbx + rts.ends + r10 * 8] ; its end
+    mov         rdx, rax
+    sub         rdx, r8                         ; its length
+    lea         rsi, [r12 + r8]                 ; the chunk
+    mov         r8, rax
     xor         ecx, ecx
     cmp         rdx, CT_MAX_LEN
     ja          .put
     CT_KEY      rsi, rdx, edx
     vmovdqa     [rdi + rkrec.key], xmm0
     KEY_HASH    xmm0, rcx
-    and         rcx, [rbx + rts.ctmask]
+    and         rcx, r13
     shl         rcx, CT_SHIFT
-    add         rcx, [rbx + rts.ct]             ; its home entry
+    add         rcx, r14                        ; its home entry
     prefetcht0  [rcx]
 .put:
     mov         [rdi + rkrec.home], rcx
@@ -507,6 +513,9 @@ rk_pass_a:
     inc         r10
     cmp         r10, r9
     jb          .chunk
+    pop         r14
+    pop         r13
+    pop         r12
     ret
 
 ;-----------------------------------------------------------------------------
