@@ -318,13 +318,7 @@ PROC rk_chunk
     add         edi, 32
     dec         ecx
     jnz         .smin
-    vextracti128 xmm1, ymm0, 1
-    vpminud     xmm0, xmm0, xmm1
-    vpshufd     xmm1, xmm0, 0x4E
-    vpminud     xmm0, xmm0, xmm1
-    vpshufd     xmm1, xmm0, 0xB1
-    vpminud     xmm0, xmm0, xmm1
-    vmovd       eax, xmm0
+    HMIN_U32    eax                             ; (xmm0: it, in every lane)
     cmp         eax, NO_PRIO
     je          .sdone
     vpbroadcastd ymm0, xmm0                     ; its leftmost place

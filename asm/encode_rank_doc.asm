@@ -399,16 +399,7 @@ rk_doc:
     vmovdqu     [rcx + ctent.key], xmm0
     mov         rdx, [rsp]
     lea         rdx, [rdx + r13 * 4]            ; its ids
-    lea         rsi, [rax * 4]
-    lea         r9, [mask_tab + 64]
-    sub         r9, rsi
-    vmovdqu     xmm2, [r9]                      ; the first n dwords
-    vpmaskmovd  xmm1, xmm2, [rdx]               ; (no read past them)
-    mov         esi, eax
-    shl         esi, CT_NSHIFT
-    vmovd       xmm2, esi
-    vpor        xmm1, xmm1, xmm2                ; their number in ids[0]
-    vmovdqu     [rcx + ctent.ids], xmm1
+    CT_IDS      rcx, rdx, rax
 .put_done:
     add         r13, rax
     mov         r12, r8

@@ -574,13 +574,7 @@ PROC rk_sub_b
     lea         r9, [sub_lane]
 .merge:
     vpminud     ymm0, ymm2, ymm3
-    vextracti128 xmm1, ymm0, 1
-    vpminud     xmm0, xmm0, xmm1
-    vpshufd     xmm1, xmm0, 0x4E
-    vpminud     xmm0, xmm0, xmm1
-    vpshufd     xmm1, xmm0, 0xB1
-    vpminud     xmm0, xmm0, xmm1
-    vmovd       eax, xmm0                       ; the lowest key
+    HMIN_U32    eax                             ; the lowest key
     cmp         eax, 1 << 28
     jae         .merged                         ; (no pair left)
     mov         esi, eax

@@ -258,16 +258,7 @@ PROC rk_split
     CT_KEY      rsi, rdx, edx
     vmovdqu     [rcx + ctent.key], xmm0
     lea         rdx, [sp_out + sp_k * 4]        ; its ids
-    lea         rsi, [r8 * 4]
-    lea         r9, [mask_tab + 64]
-    sub         r9, rsi
-    vmovdqu     xmm2, [r9]                      ; the first n dwords
-    vpmaskmovd  xmm1, xmm2, [rdx]               ; (no read past them)
-    mov         esi, r8d
-    shl         esi, CT_NSHIFT
-    vmovd       xmm2, esi
-    vpor        xmm1, xmm1, xmm2                ; their number in ids[0]
-    vmovdqu     [rcx + ctent.ids], xmm1
+    CT_IDS      rcx, rdx, r8
     mov         rax, r8
 .sub_done:
     add         sp_k, rax
