@@ -258,8 +258,8 @@ rk_doc:
     add         rsi, rdx
     neg         rdx
     add         rdx, [rbx + rts.ends + r10 * 8] ; its length
-    push        r11
-    push        r11
+    push        r11                             ; (twice: rsp stays 16-byte
+    push        r11                             ; aligned at the call)
     mov         rax, [rbx + rts.wsnext]
     mov         [rdi + rkrec.home], rax         ; its workspace
     mov         rdi, rax
@@ -267,7 +267,7 @@ rk_doc:
     mov         [rbx + rts.wsnext], rax
     pop         r11
     pop         r11
-    test        r11, r11
+    test        r11, r11                        ; (more misses)
     jnz         .sub_all
 .emit:
     ; pass B: in order, each chunk's ids from the first left (r15)

@@ -342,10 +342,10 @@ ENDPROC
     vmovmskps   %2, ymm8
 %endmacro
 
-; SUB_APPEND bits, add: the starts of the bits of eax (8 lanes) appended to
-; the list at rdi as bytes L << 4 | i (%2 = a 64-bit register: L times
-; 0x10 in each byte, plus 8 in each byte for starts 8..15), without a
-; branch.  Needs r14 = sub_pos; clobbers rax, rdx.
+; SUB_APPEND add: the starts of the bits of eax (8 lanes) appended to the
+; list at rdi as bytes L << 4 | i (%1 = a 64-bit register: L times 0x10 in
+; each byte, plus 8 in each byte for starts 8..15), without a branch.
+; Needs r14 = sub_pos; clobbers rax, rdx.
 %macro SUB_APPEND 1
     mov         rdx, [r14 + rax * 8]            ; the set lanes' numbers
     add         rdx, %1

@@ -34,6 +34,14 @@ MODE:
          encoders (each after a 64-byte call) alternated in this one process, first
          pass, one thread: the medians; --long: only the distinct chunks of 16..128
          bytes of the first --mb, 100 to a document, ns per chunk
+  first  the rank encoder's first pass (issue 22, log R38-R51): --vocab, --corpus, --mb
+         of whole documents, --runs fresh encoders (each after a 64-byte call), one
+         thread: the median first pass and the median "again" (the same encoder)
+  misses the rank encoder's chunks met for the first time (log R38-R48): the distinct
+         chunks of the first 32 MB of --corpus that are a space plus ASCII letters,
+         2..15 bytes and no token of --vocab, each once, 1,000 to a document (with
+         --dilute D, each followed by D hits, " the"), fresh encoders, one thread: the
+         first pass per miss, and per miss beyond what the same text costs again
 --lib runs another build of libasmbpe.so (an A/B: alternate the two, one process
 each). Seconds from rdtsc cycles at the TSC rate that harness.dev.profile measures.
 """
@@ -148,10 +156,65 @@ def cuts(vocab: str, corpus: str, mb: float, runs: int, long_only: bool) -> None
               f"runs {', '.join(f'{x:.3f}' for x in times[split])}")
 
 
+def _rank_docs(vocab: str, corpus: str, mb: float):
+    from harness.corpora import corpus_path, read_documents
+    from harness.vocab import from_tiktoken
+    docs = read_documents(corpus_path(corpus), int(mb * 1e6))
+    return docs, from_tiktoken(ROOT.parent / "shared" / "vocabs" / f"{vocab}.tiktoken.gz")
+
+
+def _fresh_runs(v, docs, runs: int) -> tuple[float, float]:
+    """(median first pass, median again) of `runs` fresh RankEncoders, one thread."""
+    from harness.rank import RankEncoder
+    first, again = [], []
+    for _ in range(runs):
+        enc = RankEncoder(v)
+        enc.encode_many([docs[0][:64]], 1)
+        for out in (first, again):
+            t = time.perf_counter()
+            enc.encode_many(docs, 1)
+            out.append(time.perf_counter() - t)
+    return statistics.median(first), statistics.median(again)
+
+
+def first_pass(vocab: str, corpus: str, mb: float, runs: int) -> None:
+    """The `first` mode (module doc)."""
+    docs, v = _rank_docs(vocab, corpus, mb)
+    n = sum(map(len, docs))
+    f, a = _fresh_runs(v, docs, runs)
+    print(f"{vocab} {corpus} {n / 1e6:.1f} MB: first pass {f:.4f} s ({n / 1e6 / f:.1f} MB/s), "
+          f"again {a:.4f} s, medians of {runs}")
+
+
+def misses(vocab: str, corpus: str, runs: int, dilute: int) -> None:
+    """The `misses` mode (module doc)."""
+    import regex
+
+    from harness.pretokenizers import EXACT_PATTERNS
+    from harness.vocab import KNOWN_ENCODINGS
+    docs, v = _rank_docs(vocab, corpus, 32)
+    pat = regex.compile(EXACT_PATTERNS[KNOWN_ENCODINGS[vocab].pretokenizer])
+    tokens, seen, chunks = set(v.tokens), set(), []
+    for d in docs:
+        for m in pat.findall(d.decode("utf-8", "replace")):
+            c = m.encode()
+            if c not in seen and c not in tokens and 3 <= len(c) <= 15 and c[0] == 32 \
+                    and c[1:].isalpha() and c[1:].isascii():
+                chunks.append(c)
+            seen.add(c)
+    fill = b" the" * dilute
+    texts = [b"".join(c + fill for c in chunks[i:i + 1000]) for i in range(0, len(chunks), 1000)]
+    f, a = _fresh_runs(v, texts, runs)
+    print(f"{len(chunks):,} misses of {sum(map(len, chunks)) / len(chunks):.1f} B, {dilute} hits "
+          f"after each: first pass {f * 1e3:.1f} ms ({f / len(chunks) * 1e9:.0f} ns a miss), "
+          f"again {a * 1e3:.1f} ms: {(f - a) / len(chunks) * 1e9:.0f} ns per miss beyond the "
+          f"hits, medians of {runs}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=("e100", "wall", "rare", "hot", "words", "blocks", "read",
-                                     "cuts"))
+                                     "cuts", "first", "misses"))
     ap.add_argument("--lib")
     ap.add_argument("--tokenizer", default="tok100.bin")
     ap.add_argument("--threads", type=int, default=1)
@@ -161,6 +224,7 @@ def main() -> None:
     ap.add_argument("--corpus", default="multilingual")
     ap.add_argument("--mb", type=float, default=32)
     ap.add_argument("--long", action="store_true")
+    ap.add_argument("--dilute", type=int, default=0)
     a = ap.parse_args()
     if a.mode == "read":
         read_alone()
@@ -170,6 +234,12 @@ def main() -> None:
         L.LIB_PATH = Path(a.lib)
     if a.mode == "cuts":                               # (wall time only: no TSC needed)
         cuts(a.vocab, a.corpus, a.mb, a.runs, a.long)
+        return
+    if a.mode == "first":
+        first_pass(a.vocab, a.corpus, a.mb, a.runs)
+        return
+    if a.mode == "misses":
+        misses(a.vocab, a.corpus, a.runs, a.dilute)
         return
     if a.mode == "wall":                               # (wall time only: no TSC needed)
         wall_runs(a.tokenizer, a.threads, a.runs)

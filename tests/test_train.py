@@ -124,7 +124,6 @@ def test_layout_groups_by_script_without_changing_merges():
     assert r.n_merges == 200 and r.stats["unique_words"] > 12_288
 
 
-
 def test_first_pair_counts_on_every_thread():
     """The first pair counts (count_byte_pairs, T100) run on one thread per 65,536
     words: 200,000 distinct words give 2 of them at threads=2 and 3 at threads=3,
