@@ -23,6 +23,11 @@ section .text
 ; to right, non-overlapping, pads its tail with SEP, and adds -count for each
 ; pair of the old word and +count for each pair of the new one to dm.
 ;=============================================================================
+%define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
+%define PF_QLEN     8       ; the candidate queue's room (> PF_DIST, a power of 2)
+%define PF_SPAN     32      ; filter qwords one walk step looks at, at most (a
+                            ; multiple of 8: the walk reads 8 a round)
+%define PF_WC_LINES 3       ; lines of word counts prefetched per candidate chunk
 ; scan_segment's stack frame (below its 6 pushes: calls stay aligned)
 struc scan_frame
     .c:         resq 1          ; count of the word being rewritten
@@ -45,10 +50,12 @@ struc scan_frame
     .tchunk:    resq 1          ; the chunk whose t bit was marked last, plus one
     .abd:       resq 1          ; the counts of the replacements so far: the
                                 ; delta of (a, b), added to the map once at .done
+    .want:      resq 1          ; (.next_cand: the first chunk a candidate may be)
+    .cur:       resq 1          ; (.take: the candidate taken)
+    .qhead:     resq 1          ; the candidate queue: chunks the walk found,
+    .qtail:     resq 1          ; in order, their lines prefetched; entries
+    .qbuf:      resq PF_QLEN    ; qhead .. qtail - 1 (mod PF_QLEN)
 endstruc
-%define PF_DIST     4       ; candidate chunks prefetched ahead of the scan
-%define PF_SPAN     16      ; filter qwords one prefetch step looks at, at most
-%define PF_WC_LINES 3       ; lines of word counts prefetched per candidate chunk
 
 ; SET_CHUNK_BIT bitmap, chunk, tmp (%1 = bitmap: its address, %2 = chunk:
 ; its index, %3 = tmp: 64-bit registers): queues "set bit `chunk` of the bitmap"
@@ -195,7 +202,8 @@ PROC scan_segment
     mov         [rsp + scan_frame.khi], rcx
     RDTSC64
     mov         [rsp + scan_frame.t0], rax
-    mov         qword [rsp + scan_frame.pfc], 0
+    mov         qword [rsp + scan_frame.qhead], 0
+    mov         qword [rsp + scan_frame.qtail], 0
     mov         qword [rsp + scan_frame.pfq1], -1
     mov         qword [rsp + scan_frame.pfq2], -1
     mov         qword [rsp + scan_frame.abd], 0
@@ -208,6 +216,9 @@ PROC scan_segment
     mov         sc_pos, [rdx + sc_word * 8]     ; cursor: first word's start
     mov         [rsp + scan_frame.klo], sc_word
     mov         [rsp + scan_frame.s0], sc_pos
+    mov         rax, sc_pos
+    shr         rax, CHUNK_SHIFT
+    mov         [rsp + scan_frame.pfc], rax     ; the walk: from s0's chunk
     mov         sc_end, [sc_ctx + tctx.wlen]
     cmp         rcx, [sc_ctx + tctx.nw]
     jae         .have_end
@@ -249,46 +260,49 @@ PROC scan_segment
     jle         .done                           ; yet published too): stop
     mov         rax, sc_pos
     shr         rax, CHUNK_SHIFT                ; c: the cursor's chunk
-    mov         r8, [rsp + scan_frame.fa]
-    mov         r9, [rsp + scan_frame.fb]
-    mov         r11, [rsp + scan_frame.fp]
-    mov         rcx, rax
-    shr         rcx, 6                          ; q: its filter qword
-    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
-    shrx        rdx, rdx, rax                   ; chunks c.. of qword q
-    test        rdx, rdx
-    jnz         .chunk_found
-.next_qword:                                    ; the filters 4 qwords (256
-    inc         rcx                             ; chunks) per round, as
-.vq:                                            ; FILT_HITS does one
-    mov         rdx, rcx
-    shl         rdx, 6 + CHUNK_SHIFT
-    cmp         rdx, sc_end                     ; past the segment: done
-    jae         .done
-    vmovdqu     ymm4, [r9 + rcx * 8]            ; b's chunks q..q+3
-    vmovdqu     ymm5, [r9 + rcx * 8 + 8]        ; and q+1..q+4
-    vpsrlq      ymm6, ymm4, 1
-    vpsllq      ymm5, ymm5, 63
-    vpor        ymm4, ymm4, ymm6
-    vpor        ymm4, ymm4, ymm5
-    vpand       ymm4, ymm4, [r8 + rcx * 8]
-    vpand       ymm4, ymm4, [r11 + rcx * 8]
-    vptest      ymm4, ymm4
-    jnz         .vq_hit
-    add         rcx, 4
-    jmp         .vq
-.vq_hit:                                        ; which of the 4 (hits past
-    mov         rax, rcx                        ; the segment end stop the
-    shl         rax, 6                          ; scan at .chunk_found)
-    FILT_HITS   rdx, r8, r9, rcx, rsi, r10, r11
-    test        rdx, rdx
-    jnz         .chunk_found
-    inc         rcx
-    jmp         .vq_hit
-.chunk_found:
-    tzcnt       rdx, rdx
-    add         rax, rdx                        ; the chunk to scan
-    mov         rsi, rax
+    lea         rcx, [rax + 1]
+    cmp         rcx, [rsp + scan_frame.lastc]   ; the chunk being scanned (the
+    jne         .next_cand                      ; word just rewritten ended in
+    cmp         sc_pos, [rsp + scan_frame.cend] ; it): go on with it
+    jb          .vec
+    mov         rax, rcx                        ; (it is done: from c + 1)
+.next_cand:                                     ; the first candidate >= rax:
+    mov         rcx, [rsp + scan_frame.qhead]   ; from the queue, dropping
+    cmp         rcx, [rsp + scan_frame.qtail]   ; those behind the cursor (a
+    je          .walk                           ; rewritten word may span
+    and         ecx, PF_QLEN - 1                ; chunks)
+    mov         rdx, [rsp + scan_frame.qbuf + rcx * 8]
+    inc         qword [rsp + scan_frame.qhead]
+    cmp         rdx, rax
+    jb          .next_cand
+    jmp         .take
+.walk:                                          ; none queued: the walk goes
+    cmp         [rsp + scan_frame.pfc], rax     ; on from max(pfc, rax) until
+    jae         .walk_on                        ; it queues one
+    mov         [rsp + scan_frame.pfc], rax
+.walk_on:
+    mov         rdx, [rsp + scan_frame.pfc]
+    shl         rdx, CHUNK_SHIFT
+    cmp         rdx, sc_end
+    jae         .done                           ; no candidate left
+    mov         [rsp + scan_frame.want], rax
+    call        .pf_next
+    mov         rax, [rsp + scan_frame.want]
+    jmp         .next_cand
+.take:                                          ; rdx: the candidate chunk
+    mov         [rsp + scan_frame.cur], rdx
+%rep PF_DIST                                    ; keep PF_DIST more queued
+    mov         rcx, [rsp + scan_frame.qtail]   ; (at most PF_DIST steps of
+    sub         rcx, [rsp + scan_frame.qhead]   ; the walk here)
+    cmp         rcx, PF_DIST
+    jae         .queued
+    call        .pf_next
+%endrep
+.queued:
+    mov         rax, [rsp + scan_frame.cur]
+    lea         rsi, [rax + 1]
+    mov         [rsp + scan_frame.lastc], rsi
+    inc         qword [sc_dm + dmap.chunks]
     shl         rax, CHUNK_SHIFT
     cmp         rax, sc_pos
     cmova       sc_pos, rax
@@ -298,20 +312,6 @@ PROC scan_segment
     cmp         rax, sc_end
     cmova       rax, sc_end
     mov         [rsp + scan_frame.cend], rax    ; end of this chunk's scan
-    inc         rsi
-    cmp         rsi, [rsp + scan_frame.lastc]   ; the chunk of the word just
-    je          .vec                            ; rewritten: the walk stays
-    mov         [rsp + scan_frame.lastc], rsi
-    inc         qword [sc_dm + dmap.chunks]
-                                                ; keep PF_DIST candidates
-    cmp         [rsp + scan_frame.pfc], rsi     ; ahead: start over past
-    jae         .pf_one                         ; this chunk, or take one
-    mov         [rsp + scan_frame.pfc], rsi     ; more step
-%rep PF_DIST - 1
-    call        .pf_next
-%endrep
-.pf_one:
-    call        .pf_next
 .vec:                                           ; 64 bytes of W per round
     cmp         sc_pos, [rsp + scan_frame.cend]
     jae         .scan
@@ -640,10 +640,14 @@ PROC scan_segment
 %undef  sc_wr
 %undef  sc_nrep
 %undef  sc_nrep_d
-; .pf_next: the next chunk the filters let through, from scan_frame.pfc on (at most
-; PF_SPAN filter qwords): prefetch its W lines and its tctx.cw entry, move
-; scan_frame.pfc past it (past what was looked at when none).  Keeps rbx, rbp,
-; r12-r15; clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
+; .pf_next: one step of the walk: the next chunk the filters let through,
+; from scan_frame.pfc on (at most PF_SPAN filter qwords, 8 a round after the
+; first): queue it (the caller keeps the queue short of PF_QLEN), prefetch
+; its W lines and its tctx.cw entry, and the word counts of the chunk queued
+; before it, and move scan_frame.pfc past it (past what was looked at when
+; none; to a chunk at or past the segment's end once the walk is over).
+; Keeps rbx, rbp, r12-r15, ymm7, ymm14, ymm15; clobbers rax, rcx, rdx, rsi,
+; rdi, r8-r11, ymm4-ymm6, ymm8-ymm10.
 .pf_next:
     mov         rax, [rsp + 8 + scan_frame.pfc]
     mov         rdx, rax
@@ -660,24 +664,58 @@ PROC scan_segment
     test        rdx, rdx
     jnz         .pf_found
     and         rax, ~63
-    mov         r10d, PF_SPAN
-.pf_q:
-    add         rax, 64
+    mov         r10d, PF_SPAN / 8
+.pf_v:                                          ; the next 8 qwords (512 chunks),
+    add         rax, 64                         ; as FILT_HITS does one
     inc         rcx
-    dec         r10d
-    jz          .pf_stop
     mov         rdx, rax
     shl         rdx, CHUNK_SHIFT
     cmp         rdx, sc_end
     jae         .pf_stop
-    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11
-    test        rdx, rdx
-    jz          .pf_q
+    dec         r10d
+    js          .pf_stop
+    vmovdqu     ymm4, [r9 + rcx * 8]            ; b's chunks q..q+3
+    vmovdqu     ymm8, [r9 + rcx * 8 + 32]       ; q+4..q+7
+    vmovdqu     ymm5, [r9 + rcx * 8 + 8]        ; and q+1..q+4
+    vmovdqu     ymm9, [r9 + rcx * 8 + 40]       ; q+5..q+8
+    vpsrlq      ymm6, ymm4, 1
+    vpsrlq      ymm10, ymm8, 1
+    vpsllq      ymm5, ymm5, 63
+    vpsllq      ymm9, ymm9, 63
+    vpor        ymm4, ymm4, ymm6
+    vpor        ymm8, ymm8, ymm10
+    vpor        ymm4, ymm4, ymm5
+    vpor        ymm8, ymm8, ymm9
+    vpand       ymm4, ymm4, [r8 + rcx * 8]
+    vpand       ymm8, ymm8, [r8 + rcx * 8 + 32]
+    vpand       ymm4, ymm4, [r11 + rcx * 8]
+    vpand       ymm8, ymm8, [r11 + rcx * 8 + 32]
+    vpor        ymm4, ymm4, ymm8
+    vptest      ymm4, ymm4
+    jnz         .pf_vhit
+    add         rax, 7 * 64
+    add         rcx, 7
+    jmp         .pf_v
+.pf_vhit:                                       ; which of the 8 (a chunk past
+    FILT_HITS   rdx, r8, r9, rcx, rsi, rdi, r11 ; the segment's end ends the
+    test        rdx, rdx                        ; walk at .pf_found)
+    jnz         .pf_found
+    add         rax, 64
+    inc         rcx
+    jmp         .pf_vhit
 .pf_found:
     tzcnt       rdx, rdx
     add         rax, rdx                        ; the chunk
     mov         rdx, rax
     shl         rdx, CHUNK_SHIFT + TSH          ; its W bytes
+    mov         rcx, rdx
+    shr         rcx, TSH
+    cmp         rcx, sc_end
+    jae         .pf_stop                        ; past the segment: over
+    mov         rcx, [rsp + 8 + scan_frame.qtail]
+    and         ecx, PF_QLEN - 1
+    mov         [rsp + 8 + scan_frame.qbuf + rcx * 8], rax
+    inc         qword [rsp + 8 + scan_frame.qtail]
 %assign pf_line 0
 %rep (TW << CHUNK_SHIFT) / 64                    ; (its 2 or 4 lines)
     prefetcht0  [sc_w + rdx + pf_line]
