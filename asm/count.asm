@@ -39,6 +39,8 @@ struc cw_frame
     .hi:        resq 1
     .lim:       resq 1          ; end of its part of the document (an offset)
     .part:      resq 1          ; the part of the bytes being counted
+    .slow:      resq 1          ; chunks of this pass off the fast path
+    .pad:       resq 1          ; (calls stay aligned)
 endstruc
 %if (cw_frame_size + 7 * 8) % 16
     %error "cw_frame: 6 pushes + the return address + cw_frame must keep calls aligned"
@@ -278,6 +280,12 @@ count_worker:
 .hashed:
     mov         cw_cur, rsp
     mov         cw_start, [rsp + cw_frame.pos]  ; start of the next chunk
+    mov         qword [rsp + cw_frame.slow], 0
+.reload:                                        ; the table (an insert may
+    mov         rcx, [rsp + cw_frame.tid]       ; grow it)
+    mov         rdi, [cw_ctx + cctx.tables + rcx * 8]
+    mov         r11, [rdi + wtab.mask]
+    mov         rcx, [rdi + wtab.slots]
 .chunk:
     cmp         cw_cur, cw_lim
     jae         .chunks_done
@@ -286,20 +294,20 @@ count_worker:
     mov         rdx, cw_end
     sub         rdx, cw_start                   ; len
     cmp         rdx, [cw_ctx + cctx.maxw]
-    ja          .skip
+    ja          .too_long
     lea         rsi, [cw_doc + cw_start]        ; key
     mov         r8, [cw_cur + cw_frame.hash - 8]    ; (cw_cur is past it)
-    mov         rcx, [rsp + cw_frame.tid]
-    mov         rdi, [cw_ctx + cctx.tables + rcx * 8]
     ; fast path: the first slot probed already holds this word.  Of <= 8
     ; bytes: the same hash and length are the same bytes (KEY_IN_HASH), so
     ; the key, a pointer into text read long ago, is not read; of 9..32
     ; bytes: compared here, 32 bytes from each start (both in text with PAD
-    ; bytes after it), the bytes past len masked off (T79)
-    mov         rax, [rdi + wtab.mask]
+    ; bytes after it), the bytes past len masked off (T79).  The table's
+    ; total is added once per pass, at .chunks_done (a count of the chunks
+    ; that took this path: one add per chunk to the same qword chained them)
+    mov         rax, r11
     and         rax, r8
     shl         rax, 5
-    add         rax, [rdi + wtab.slots]
+    add         rax, rcx
     cmp         [rax + slot.hash], r8
     jne         .insert
     cmp         [rax + slot.len], rdx
@@ -324,18 +332,29 @@ count_worker:
     jnz         .insert
 .same_word:
     inc         qword [rax + slot.count]
-    inc         qword [rdi + wtab.total]
-    jmp         .skip
-.insert:
+    mov         cw_start, cw_end
+    jmp         .chunk
+.too_long:                                      ; not counted
+    inc         qword [rsp + cw_frame.slow]
+    mov         cw_start, cw_end
+    jmp         .chunk
+.insert:                                        ; (adds to the total itself)
+    inc         qword [rsp + cw_frame.slow]
     mov         rcx, r8
     mov         r8d, 1
     call        asmbpe_tab_insert
     test        eax, eax
     jnz         .fail
-.skip:
     mov         cw_start, cw_end
-    jmp         .chunk
+    jmp         .reload
 .chunks_done:
+    mov         rax, cw_lim                     ; the fast path's chunks: all
+    sub         rax, rsp                        ; but the slow ones
+    shr         rax, 3
+    sub         rax, [rsp + cw_frame.slow]
+    mov         rcx, [rsp + cw_frame.tid]
+    mov         rdi, [cw_ctx + cctx.tables + rcx * 8]
+    add         [rdi + wtab.total], rax
     cmp         qword [rsp + cw_frame.n], CW_BUF
     jb          .doc
     mov         [rsp + cw_frame.pos], cw_start
