@@ -338,7 +338,22 @@ count_worker:
     inc         qword [rsp + cw_frame.slow]
     mov         cw_start, cw_end
     jmp         .chunk
-.insert:                                        ; (adds to the total itself)
+.insert:                                        ; a new word, its first slot
+    cmp         qword [rax + slot.count], 0     ; free: stored here (as
+    jne         .insert_call                    ; asmbpe_tab_insert would,
+    mov         r9, [rdi + wtab.used]           ; without the call), if the
+    lea         r9, [r9 * 2 + 2]                ; table stays at most half
+    cmp         r9, r11                         ; full
+    ja          .insert_call
+    mov         [rax + slot.hash], r8
+    mov         [rax + slot.key], rsi           ; (a pointer into the text)
+    mov         [rax + slot.len], rdx           ; (and slot.state = 0)
+    mov         qword [rax + slot.count], 1
+    inc         qword [rdi + wtab.used]
+    add         [rdi + wtab.keybytes], rdx
+    mov         cw_start, cw_end                ; (counted in the pass's
+    jmp         .chunk                          ; total)
+.insert_call:                                   ; (adds to the total itself)
     inc         qword [rsp + cw_frame.slow]
     mov         rcx, r8
     mov         r8d, 1
