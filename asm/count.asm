@@ -319,16 +319,7 @@ count_worker:
     cmp         rdx, 32
     ja          .insert
     mov         r9, [rax + slot.key]
-    vmovdqu     xmm0, [rsi]
-    vpcmpeqb    xmm0, xmm0, [r9]
-    vpmovmskb   r10d, xmm0
-    vmovdqu     xmm1, [rsi + 16]
-    vpcmpeqb    xmm1, xmm1, [r9 + 16]
-    vpmovmskb   r9d, xmm1
-    shl         r9d, 16
-    or          r10d, r9d
-    not         r10d                            ; the bytes that differ,
-    bzhi        r10d, r10d, edx                 ; within len
+    KEY_EQ32    rsi, r9, edx, r10d, r9d
     jnz         .insert
 .same_word:
     inc         qword [rax + slot.count]

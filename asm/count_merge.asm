@@ -156,12 +156,18 @@ par_insert:
     jne         .next
     cmp         pi_len, KEY_IN_HASH             ; (the same bytes: HASH_BYTES)
     jbe         .same
-    mov         [rsp], rdx
     mov         rsi, [rdx + slot.key]           ; its bytes: in the text (state
     cmp         dword [rdx + slot.state], 0     ; 1), or at this offset of the
     jne         .compare                        ; arena
     add         rsi, [pi_t + wtab.base]
 .compare:
+    cmp         pi_len, 32
+    ja          .memeq
+    KEY_EQ32    pi_key, rsi, pi_len_d, eax, ecx ; up to 32 bytes: no call
+    jnz         .next
+    jmp         .same
+.memeq:
+    mov         [rsp], rdx
     mov         rdi, pi_key
     mov         rdx, pi_len
     call        asmbpe_memeq

@@ -160,10 +160,16 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         rcx, rax
     cmp         ti_len, KEY_IN_HASH             ; (the same bytes: HASH_BYTES)
     jbe         .found
-    mov         [rsp], rax
-    mov         rdi, ti_key
     mov         rsi, [rax + slot.key]
     add         rsi, [ti_tab + wtab.base]
+    cmp         ti_len, 32
+    ja          .memeq
+    KEY_EQ32    ti_key, rsi, r13d, edi, r8d     ; up to 32 bytes: no call
+    jz          .found
+    jmp         .next
+.memeq:
+    mov         [rsp], rax
+    mov         rdi, ti_key
     mov         rdx, ti_len
     call        asmbpe_memeq
     mov         rcx, [rsp]
