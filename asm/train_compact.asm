@@ -214,8 +214,13 @@ PROC compact
     jnz         .tail
     mov         rdi, cp_ctx
     call        segments
-    mov         edx, 1                          ; (the old bits cleared)
-    call        bloom_build
+    mov         rcx, [cp_ctx + tctx.blbytes]    ; the old bits cleared, then
+    shr         rcx, 3                          ; the filters rebuilt on every
+    mov         rdi, [cp_ctx + tctx.bloom]      ; thread (T111: one thread did
+    xor         eax, eax                        ; it while the others waited)
+    rep stosq
+    mov         rdi, cp_ctx
+    call        bloom_par
     mov         rax, [cp_ctx + tctx.stats]
     inc         qword [rax + ST_COMPACTIONS * 8]
     mov         rdi, cp_ctx

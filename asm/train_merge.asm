@@ -72,7 +72,8 @@ ENDPROC
 ; choose: rdi = ctx.  Takes the best pair from the heap (lazy deletion: a
 ; stale top is re-pushed with its real count when lower and still at the
 ; floor, dropped when higher) and records it, or sets tctx.done.  A heap run
-; out with its floor above min_count is refilled from there (tr_heap_fill).
+; out with its floor above min_count is refilled from half the floor (not
+; below min_count: tr_heap_fill).
 ; Keeps rdi.
 %define ch_ctx    rbx   ; the context
 %define ch_cnt    r12   ; the top entry's count
@@ -134,9 +135,12 @@ PROC choose
     call        tr_heap_push
     jmp         .top
 .empty:                                         ; no pair at the floor or
-    mov         rax, [ch_ctx + tctx.mincount]   ; above: down to min_count,
-    cmp         [ch_ctx + tctx.hfloor], rax     ; the pair table's pairs from
-    jbe         .done                           ; there pushed again
+    mov         rax, [ch_ctx + tctx.hfloor]     ; above: the floor halved (not
+    cmp         rax, [ch_ctx + tctx.mincount]   ; below min_count), the pair
+    jbe         .done                           ; table's pairs from there
+    shr         rax, 1                          ; pushed again (T110: the last
+    cmp         rax, [ch_ctx + tctx.mincount]   ; merges rarely go far below
+    cmovb       rax, [ch_ctx + tctx.mincount]   ; the first floor)
     mov         [ch_ctx + tctx.hfloor], rax
     mov         rdi, ch_ctx
     call        tr_heap_fill
