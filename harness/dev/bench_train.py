@@ -23,7 +23,9 @@ harness.pretokenizers; seed's is ORACLE_PATTERN_LITERAL):
 - asmbpe (command): the whole `asmbpe train docs.parquet -o ... --vocab-size V
              --threads N -q` as a user runs it, on the documents written as one Parquet
              file (a `text` column) before the clock starts; its "train call" is the
-             command's own total (reading included).
+             command's own total (reading included). It runs as `python -m
+             harness.dev.peak_command PEAK -- train ...`, which imports nothing the
+             command does not and writes the process's peak RSS (VmHWM) at exit.
 
 Every run of every implementation is a fresh subprocess (`python -m harness.dev.bench_train
 --worker ...`), so memory peaks do not mix. The worker imports the implementation (and
@@ -283,10 +285,10 @@ def _run_worker(impl: str, blob: Path, vocab_size: int, threads: int, tmp: Path,
 def _run_command(blob: Path, vocab_size: int, threads: int, tmp: Path,
                  timeout: float | None, pretokenizer: str) -> dict:
     """`asmbpe train docs.parquet -o OUT ...`, the whole command; its merges from OUT."""
-    out, peak = tmp / "command.bin", tmp / "command.json"
+    out, peak = tmp / "command.bin", tmp / "command.peak"
     out.unlink(missing_ok=True)
     peak.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "harness.dev.bench_train", "--command", str(peak), "--",
+    cmd = [sys.executable, "-m", "harness.dev.peak_command", str(peak), "--",
            "train", str(blob.with_name(PARQUET_NAME)), "-o", str(out), "--vocab-size",
            str(vocab_size), "--threads", str(threads), "--pretokenizer", pretokenizer, "-q"]
     try:
@@ -303,7 +305,7 @@ def _run_command(blob: Path, vocab_size: int, threads: int, tmp: Path,
     m = re.search(r"merges learned, ([0-9.]+) s,", text)
     tok = Tokenizer.load(out)
     table = tok.id_to_bytes()
-    rss = json.loads(peak.read_text())["process_rss_bytes"]
+    rss = int(peak.read_text())
     return dict(wall_s=float(m.group(1)) if m else wall, cpu_s=None, peak_rss_bytes=rss,
                 process_s=wall, process_rss_bytes=rss,
                 merges=[table[256 + i].hex() for i in range(tok.n_merges)])
@@ -468,22 +470,8 @@ def write_rows(rows: list[dict], path) -> None:
     write_json([{k: r[k] for k in ROW_KEYS} for r in rows], path)
 
 
-def command(peak_path: str, args: list[str]) -> None:
-    """Run `asmbpe ARGS` in this process and, as it exits, write its peak RSS (the
-    whole process's) to peak_path as JSON."""
-    import atexit
-
-    atexit.register(lambda: Path(peak_path).write_text(
-        json.dumps(dict(process_rss_bytes=_process_peak()))))
-    from ..cli import main
-
-    main(args)
-
-
 def _main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--command"]:               # --command PEAK.json -- ARGS...
-        return command(argv[1], argv[3:])
     ap = argparse.ArgumentParser(description="bench train worker (internal)")
     ap.add_argument("--worker", required=True, choices=IMPLS)
     ap.add_argument("--blob", required=True)
