@@ -62,6 +62,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .peak_command import vm_hwm
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 SEP = b"\xff"                               # never in UTF-8 text
 TEXT_NAME = "docs.txt"                      # gigabpe's input: one document per line
@@ -108,20 +110,10 @@ def _reset_peak() -> bool:
         return False
 
 
-def _vm_hwm() -> int | None:
-    """This process's peak RSS so far (VmHWM, bytes), None where /proc has no status."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def _peak_rss(reset_ok: bool) -> int:
-    hwm = _vm_hwm() if reset_ok else None
+    hwm = vm_hwm() if reset_ok else None
     return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -129,7 +121,7 @@ def _process_peak(before_reset: int | None = None) -> int:
     """The whole process's peak RSS in bytes: VmHWM (new at exec, so it is this
     process's own, unlike wait4's ru_maxrss, which starts from the forking parent's
     peak), with the peak before a reset of it; ru_maxrss where /proc is missing."""
-    now = _vm_hwm()
+    now = vm_hwm()
     if now is None:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return max(now, before_reset or 0)
@@ -229,7 +221,7 @@ def worker(impl: str, blob_path: str, vocab_size: int, threads: int, out_path: s
     _import(impl)
     data = _load(impl, blob_path)
     gc.collect()
-    loaded_peak = _vm_hwm()
+    loaded_peak = vm_hwm()
     reset_ok = _reset_peak()
     cpu0, t0 = _cpu(), time.perf_counter()
     merged = _train(impl, data, vocab_size, threads, pretokenizer)

@@ -10,8 +10,8 @@ import atexit
 import sys
 
 
-def peak_rss() -> int:
-    """This process's peak RSS in bytes."""
+def vm_hwm() -> int | None:
+    """This process's peak RSS so far (VmHWM, bytes), None where /proc has no status."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -19,6 +19,14 @@ def peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM, else ru_maxrss."""
+    hwm = vm_hwm()
+    if hwm is not None:
+        return hwm
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
