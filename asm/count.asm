@@ -336,12 +336,8 @@ count_worker:
     lea         r9, [r9 * 2 + 2]                ; table stays at most half
     cmp         r9, r11                         ; full
     ja          .insert_call
-    mov         [rax + slot.hash], r8
-    mov         [rax + slot.key], rsi           ; (a pointer into the text)
-    mov         [rax + slot.len], rdx           ; (and slot.state = 0)
-    mov         qword [rax + slot.count], 1
-    inc         qword [rdi + wtab.used]
-    add         [rdi + wtab.keybytes], rdx
+    SLOT_NEW    rdi, rax, r8, rsi, rdx, 1       ; (the key: a pointer into
+                                                ; the text)
     mov         cw_start, cw_end                ; (counted in the pass's
     jmp         .chunk                          ; total)
 .insert_call:                                   ; (adds to the total itself)

@@ -34,7 +34,6 @@ extern tr_heap_fill
 extern dm_alloc
 extern dm_free
 extern segments
-extern bloom_build
 extern bloom_par
 extern layout_words
 extern count_all_pairs
@@ -293,7 +292,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     imul        rcx, rcx, BLOOM_TRASH + 1
     add         rax, rcx
     mov         [rdi + tctx.cw], rax
-    call        bloom_par                       ; (a fresh mapping: zero)
+    xor         edx, edx                        ; (a fresh mapping: zero)
+    call        bloom_par
     RDTSC64
     pop         rdx
     pop         rdx

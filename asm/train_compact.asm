@@ -214,13 +214,9 @@ PROC compact
     jnz         .tail
     mov         rdi, cp_ctx
     call        segments
-    mov         rcx, [cp_ctx + tctx.blbytes]    ; the old bits cleared, then
-    shr         rcx, 3                          ; the filters rebuilt on every
-    mov         rdi, [cp_ctx + tctx.bloom]      ; thread (T111: one thread did
-    xor         eax, eax                        ; it while the others waited)
-    rep stosq
-    mov         rdi, cp_ctx
-    call        bloom_par
+    mov         edx, 1                          ; (the old bits cleared; the
+    call        bloom_par                       ; filters rebuilt on every
+                                                ; thread, T111)
     mov         rax, [cp_ctx + tctx.stats]
     inc         qword [rax + ST_COMPACTIONS * 8]
     mov         rdi, cp_ctx
@@ -238,9 +234,7 @@ ENDPROC
 %undef  cp_wpos_d
 
 ;=============================================================================
-; bloom_build: rdi = ctx, edx = 1 to clear the filters first (0: they are
-; a fresh mapping, all zero, whose untouched pages stay unfaulted: the token
-; buckets of ids not made yet).  Recomputes the chunk filters from W: sets
+; bloom_build: rdi = ctx, the filters all zero.  Recomputes them from W: sets
 ; bit chunk(p) in the bitmap of bucket W[p] & FILT_MASK for every
 ; token, and in the bitmap of PAIR_BUCKET(W[p], W[p+1]) for every pair; then
 ; the chunk -> word index tctx.cw.  Keeps rdi.  Clobbers rax, rcx, rdx, rsi,
@@ -249,16 +243,6 @@ ENDPROC
 ;=============================================================================
 PROC bloom_build
     SAVE        rdi
-    test        edx, edx
-    jz          .cleared
-    mov         rcx, [rdi + tctx.blbytes]
-    shr         rcx, 3                          ; qwords
-    mov         rsi, rdi
-    mov         rdi, [rsi + tctx.bloom]
-    xor         eax, eax
-    rep stosq
-    mov         rdi, rsi
-.cleared:
     xor         edx, edx
     mov         rcx, [rdi + tctx.wlen]
     call        bloom_range
@@ -270,7 +254,9 @@ PROC bloom_build
     RESTORE
 ENDPROC
 
-; bloom_par: rdi = ctx (the filters a fresh mapping, all zero).  bloom_build
+; bloom_par: rdi = ctx, edx = 1 to clear the filters first (after a
+; compaction; 0: they are a fresh mapping, all zero, whose untouched pages
+; stay unfaulted: the token buckets of ids not made yet).  bloom_build
 ; on min(tctx.nth, BLOOM_UNIT units of W) threads: thread i sets the bits
 ; of the positions [lo, hi) of its share of W, cut at multiples of BLOOM_UNIT
 ; positions (64 chunks: no two threads write the same qword of a bitmap),
@@ -282,6 +268,15 @@ PROC bloom_par
     SAVE        rdi, rbx
     sub         rsp, 24                         ; {ctx, threads}, aligned
     mov         rbx, rdi
+    test        edx, edx
+    jz          .cleared
+    mov         rcx, [rbx + tctx.blbytes]
+    shr         rcx, 3                          ; qwords
+    mov         rdi, [rbx + tctx.bloom]
+    xor         eax, eax
+    rep stosq
+    mov         rdi, rbx
+.cleared:
     mov         [rsp], rdi
     mov         rax, [rdi + tctx.wlen]
     add         rax, BLOOM_UNIT - 1
@@ -296,7 +291,6 @@ PROC bloom_par
     test        eax, eax
     jz          .ret
     mov         rdi, rbx                        ; no threads: this one alone
-    xor         edx, edx
     call        bloom_build
 .ret:
     add         rsp, 24

@@ -237,13 +237,8 @@ FUNC asmbpe_tab_insert, 5, 15, 0, tab, key, len, hash, count
     mov         rax, ti_i
     shl         rax, 5
     add         rax, [ti_tab + wtab.slots]
-    mov         [rax + slot.hash], ti_hash
-    mov         [rax + slot.key], rcx
-    mov         [rax + slot.len], ti_len
-    mov         [rax + slot.count], ti_count
+    SLOT_NEW    ti_tab, rax, ti_hash, rcx, ti_len, ti_count
     add         [ti_tab + wtab.total], ti_count
-    inc         qword [ti_tab + wtab.used]
-    add         [ti_tab + wtab.keybytes], ti_len
     xor         eax, eax
 .ret:
     add         rsp, 8
