@@ -142,6 +142,9 @@ enum {
                                its size at the end */
     ASMBPE_TS_PT_REHASHES,  /* pair-table rehashes (in place, the same size or
                                doubled) */
+    ASMBPE_TS_PT_KEEP_DEAD, /* in: 0, or 1: a new pair never takes the slot of a
+                               pair whose count fell to 0 (tests: the table then
+                               fills and is rehashed at its own size) */
     ASMBPE_TS_COUNT
 };
 int64_t asmbpe_train(const asmbpe_wordtab *t, uint64_t n_merges,

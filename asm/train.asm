@@ -138,6 +138,8 @@ FUNC asmbpe_train, 8, 15, 0, tab, nmerges, mincount, threads, flags, merges, cou
     mov         [rdi + tctx.pm], rax
     mov         rax, [r8 + ST_PT_SLOTS * 8]
     mov         [rdi + tctx.ptfirst], rax
+    mov         rax, [r8 + ST_PT_KEEP_DEAD * 8]
+    mov         [rdi + tctx.ptkeep], rax
     xor         eax, eax
     mov         ecx, ST_COUNT
 .zero_stats:

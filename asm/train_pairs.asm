@@ -63,13 +63,40 @@ PROC pt_get
 ENDPROC
 
 ; pt_add: rdi = ctx, rsi = P, rdx = delta -> rax = the new count.  Inserts
-; the pair if absent; grows the table past 3/4 used (on failure sets
-; tctx.status).  Clobbers rcx, rdx, r8-r11.
+; the pair if absent: into the first slot of its probe whose pair's count fell
+; to 0 (T113: such a pair reads as absent, and its key keeps the probes that
+; pass it going, so dead pairs stop filling the table), else into the free
+; slot that ends the probe, growing the table past 3/4 used (on failure sets
+; tctx.status).  tctx.ptkeep (tests) turns the first off.  Clobbers rcx, rdx,
+; r8-r11.
 PROC pt_add
     mov         r9, rdx
     call        pt_lookup
     cmp         [rax + pslot.key], rsi
     je          .have
+    cmp         qword [rdi + tctx.ptkeep], 0
+    jne         .take_free
+    mov         rcx, rsi                        ; probe again from the home
+    PAIR_HASH   rcx, ecx, rdx                   ; for a dead pair's slot
+    mov         r8, [rdi + tctx.ptmask]
+    mov         r10, [rdi + tctx.pt]
+.find_dead:
+    and         rcx, r8
+    mov         rdx, rcx
+    shl         rdx, 4
+    add         rdx, r10
+    cmp         rdx, rax
+    je          .take_free                      ; none before the free slot
+    cmp         qword [rdx + pslot.val], 0
+    je          .take_dead
+    inc         rcx
+    jmp         .find_dead
+.take_dead:                                     ; the slot count stays
+    mov         [rdx + pslot.key], rsi
+    mov         [rdx + pslot.val], r9
+    mov         rax, r9
+    ret
+.take_free:
     mov         [rax + pslot.key], rsi
     mov         [rax + pslot.val], r9
     mov         r9, [rax + pslot.val]
