@@ -241,6 +241,33 @@ def test_arrow_memory_kept_is_scoped():
     assert pa.default_memory_pool().backend_name == pool
 
 
+def test_parallel_row_groups_stream_the_one_handed_on():
+    """_in_order (several Parquet readers): the row group being handed on comes out
+    item by item as its thread reads it (its second item is read only once the first
+    is out), the later ones in order after it, and an error after the items before it."""
+    import threading
+
+    from harness import corpora
+
+    first_out = threading.Event()
+
+    def read(g):
+        yield g, 0
+        if g == 0:
+            assert first_out.wait(10), "group 0 was held back until it was read whole"
+        yield g, 1
+        if g == 2:
+            raise ValueError("group 2 is damaged")
+
+    out = []
+    with pytest.raises(ValueError, match="group 2 is damaged"):
+        for item in corpora._in_order(read, 4, 2):
+            out.append(item)
+            if item == (0, 0):
+                first_out.set()
+    assert out == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+
+
 @pytest.mark.filterwarnings("ignore::harness.corpora.NullsSkipped")   # nulls on purpose; tests/test_inputs.py checks the note
 @pytest.mark.parametrize("kept, readers", [(False, 1), (True, 1), (True, 2), (True, 3)])
 def test_parquet_row_groups_read_whole_or_streamed_give_the_same_documents(tmp_path, kept,
