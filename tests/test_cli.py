@@ -132,18 +132,24 @@ def test_version():
 
 def test_imports_stay_light():
     """`import harness` loads neither numpy nor cffi nor click, and the command line
-    loads no development tool (harness.dev) until a check, bench or profile runs;
-    `harness.train` stays the function once the submodule harness/train.py is loaded."""
-    code = ("import sys, harness\n"
+    loads no development tool (harness.dev) until a check, bench or profile runs, nor
+    any command's module until that command is looked up (log T115); `harness.train`
+    stays the function once the submodule harness/train.py is loaded."""
+    code = ("import importlib, sys, harness\n"
             "heavy = {'numpy', 'cffi', 'click'}\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
             "import harness.cli\n"
             "print(sorted(m for m in sys.modules if m.startswith('harness.dev')))\n"
+            "commands = ['harness.cli.' + m for m in ('data', 'dev', 'encode', 'train')]\n"
+            "print([m for m in commands if m in sys.modules])\n"
+            "harness.cli.asmbpe.get_command(None, 'train')\n"
+            "print([m for m in commands if m in sys.modules])\n"
+            "importlib.import_module('harness.train')\n"
             "print(type(harness.train).__name__, 'harness.train' in sys.modules)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=ROOT, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == "[]\n[]\nfunction True\n"
+    assert p.stdout == "[]\n[]\n[]\n['harness.cli.train']\nfunction True\n"
 
 
 # --------------------------------------------------------------------------- check

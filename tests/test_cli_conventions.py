@@ -115,8 +115,9 @@ def test_quiet_on_every_command():
     """Every command that prints more than its result takes -q."""
     from harness.cli import asmbpe
 
-    def commands(group, prefix=()):
-        for name, cmd in group.commands.items():
+    def commands(group, prefix=()):         # (the group loads its commands' modules
+        for name in group.list_commands(None):  # as they are looked up)
+            cmd = group.get_command(None, name)
             if hasattr(cmd, "commands"):
                 yield from commands(cmd, prefix + (name,))
             else:

@@ -35,19 +35,42 @@ import sys
 if "numpy" not in sys.modules:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import importlib  # noqa: E402
+
 import click  # noqa: E402
 
 from .._version import __version__  # noqa: E402
 from ..errors import AsmbpeError, OutOfMemory, memory_phase  # noqa: E402
 from ..files import Terminated, raise_on_signals  # noqa: E402
-from . import data as _data, dev as _dev, encode as _encode, train as _train  # noqa: E402
 from .common import CONTEXT, _fail, _quiet_broken_pipe  # noqa: E402
 
 __all__ = ["asmbpe", "main"]
 
+# Each command's module is imported when the command is looked up, so that `asmbpe
+# train` does not import the modules of the others (encode, data, the development
+# tools; log T115): name -> (module of harness.cli, the command's attribute).
+_COMMANDS = {
+    "split": ("encode", "split"), "train": ("train", "train"),
+    "encode": ("encode", "encode"), "decode": ("encode", "decode"),
+    "show": ("encode", "show"), "stats": ("encode", "stats"),
+    "export": ("encode", "export"), "check": ("dev", "check"), "bench": ("dev", "bench"),
+    "data": ("data", "data"), "profile": ("dev", "profile"),
+}
+
 
 class _Group(click.Group):
-    """Turns the harness's expected errors into one line on stderr and exit 1."""
+    """Turns the harness's expected errors into one line on stderr and exit 1; loads
+    each command's module on first use (_COMMANDS)."""
+
+    def list_commands(self, ctx):
+        return sorted(set(self.commands) | set(_COMMANDS))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in _COMMANDS:
+            module, attr = _COMMANDS[name]
+            cmd = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+            self.add_command(cmd, name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx):
         try:
@@ -92,11 +115,6 @@ def _memory_message(e: OutOfMemory, command) -> str:
 def asmbpe():
     """asmbpe: a byte-level BPE tokenizer whose hot paths are hand-written x86-64
     assembly (libasmbpe.so, built with `python build.py`)."""
-
-
-for _cmd in (_encode.split, _train.train, _encode.encode, _encode.decode, _encode.show,
-             _encode.stats, _encode.export, _dev.check, _dev.bench, _data.data, _dev.profile):
-    asmbpe.add_command(_cmd)
 
 
 def main(argv=None):
