@@ -233,6 +233,31 @@ def test_bench_train_smoke(tmp_path):
     assert "pre-tokenizer seed (id 1)" in r.output
 
 
+def test_bench_train_runs_round_by_round(tmp_path, text_file, monkeypatch):
+    """The runs go round by round (every implementation once, then again), so that a
+    machine that changes speed from minute to minute slows each one alike; an
+    implementation that fails is left out of the later rounds."""
+    from harness.dev import bench_train as bt
+
+    calls = []
+
+    def fake_run(impl, blob, vocab_size, threads, tmp, timeout, pretokenizer):
+        calls.append(impl)
+        if impl == "gigabpe":
+            return dict(error="exit status 1: broken")
+        return dict(wall_s=1.0, cpu_s=1.0, peak_rss_bytes=1 << 20, process_s=1.5,
+                    process_rss_bytes=1 << 20, merges=[b"ab"])
+
+    monkeypatch.setattr(bt, "_run_worker", fake_run)
+    monkeypatch.setattr(bt, "installed", lambda impl: True)
+    lines = []
+    rows = bt.bench_train("english", 0, 300, 3, 1, impls=("asmbpe", "rustbpe", "gigabpe"),
+                          out=lines.append, input_path=text_file)
+    assert calls == ["asmbpe", "rustbpe", "gigabpe", "asmbpe", "rustbpe", "asmbpe", "rustbpe"]
+    assert [r.get("error") for r in rows] == [None, None, "failed"]
+    assert any("gigabpe (GPT-2 pattern): run 1 failed" in line for line in lines)
+
+
 def test_bench_train_bad_arguments(tmp_path, monkeypatch):
     one_line_error(invoke("bench", "train", "--vocab-size", 100, "--runs", 1),
                    "--vocab-size must be between")

@@ -28,7 +28,10 @@ harness.pretokenizers; seed's is ORACLE_PATTERN_LITERAL):
              command does not and writes the process's peak RSS (VmHWM) at exit.
 
 Every run of every implementation is a fresh subprocess (`python -m harness.dev.bench_train
---worker ...`), so memory peaks do not mix. The worker imports the implementation (and
+--worker ...`), so memory peaks do not mix. The runs go round by round (every
+implementation once, then again), so that each meets the machine in the same minutes:
+a shared VM changes speed by a fifth from minute to minute, and all runs of one
+implementation before the next's would put that change into the ratios. The worker imports the implementation (and
 asmbpe's library) and loads the documents in the form its trainer takes (untimed), then
 measures around the training call only:
 
@@ -372,15 +375,21 @@ def bench_train(corpus: str, limit_mb: float, vocab_size: int, runs: int, thread
         tmp = Path(tmpdir)
         blob = _write_inputs(tmp, docs, impls)
         del docs
-        reference = None
-        for impl in impls:
-            results = []
-            for k in range(runs):
+        runs_of: dict[str, list] = {impl: [] for impl in impls}
+        failed: set[str] = set()
+        for k in range(runs):                   # round by round (the docstring)
+            for impl in impls:
+                if impl in failed:
+                    continue
                 res = _run_worker(impl, blob, vocab_size, threads, tmp, timeout, pretok.name)
                 if "error" in res:
                     out(f"  {LABELS.get(impl, impl)}: run {k + 1} failed: {res['error']}")
-                    break
-                results.append(res)
+                    failed.add(impl)
+                    continue
+                runs_of[impl].append(res)
+        reference = None
+        for impl in impls:
+            results = runs_of[impl]
             row = dict(impl=LABELS.get(impl, impl), task="train", corpus=corpus, bytes=nbytes,
                        threads=threads, median_s=None, cpu_s=None, peak_rss_mb=None,
                        process_s=None, process_rss_mb=None, merges_equal=None)
