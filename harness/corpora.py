@@ -728,6 +728,15 @@ def _parquet_batches_parallel(p: Path, column: str, batch_rows: int, metadata, r
     yield from _in_order(read, metadata.num_row_groups, readers)
 
 
+class _GroupEnd:
+    """_in_order: the end of one read(g)'s items, with its error or None."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
 def _in_order(read, n: int, readers: int):
     """The items of read(0) .. read(n - 1) (generators), each run on one of `readers`
     threads, at most `readers` of them at once, handed on in order. The one being
@@ -738,7 +747,6 @@ def _in_order(read, n: int, readers: int):
     from concurrent.futures import ThreadPoolExecutor
 
     stop = threading.Event()
-    end = object()                      # (end, error or None) closes a group's items
 
     def run(g: int, q: queue.SimpleQueue) -> None:
         try:
@@ -747,9 +755,9 @@ def _in_order(read, n: int, readers: int):
                     return
                 q.put(item)
         except BaseException as e:      # handed over, after the items before it
-            q.put((end, e))
+            q.put(_GroupEnd(e))
             return
-        q.put((end, None))
+        q.put(_GroupEnd(None))
 
     with ThreadPoolExecutor(readers, thread_name_prefix="asmbpe-parquet") as pool:
         queues: list = []
@@ -764,16 +772,13 @@ def _in_order(read, n: int, readers: int):
         try:
             for g in range(n):
                 q = queues.pop(0)
-                while True:
-                    item = q.get()
-                    if type(item) is tuple and len(item) == 2 and item[0] is end:
-                        break
+                while type(item := q.get()) is not _GroupEnd:
                     yield item
                     del item
                 if g + readers < n:
                     start(g + readers)
-                if item[1] is not None:
-                    raise item[1]
+                if item.error is not None:
+                    raise item.error
         finally:
             stop.set()
 

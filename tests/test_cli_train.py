@@ -233,7 +233,7 @@ def test_bench_train_smoke(tmp_path):
     assert "pre-tokenizer seed (id 1)" in r.output
 
 
-def test_bench_train_runs_round_by_round(tmp_path, text_file, monkeypatch):
+def test_bench_train_runs_round_by_round(text_file, monkeypatch):
     """The runs go round by round (every implementation once, then again), so that a
     machine that changes speed from minute to minute slows each one alike; an
     implementation that fails is left out of the later rounds."""

@@ -31,9 +31,9 @@ Every run of every implementation is a fresh subprocess (`python -m harness.dev.
 --worker ...`), so memory peaks do not mix. The runs go round by round (every
 implementation once, then again), so that each meets the machine in the same minutes:
 a shared VM changes speed by a fifth from minute to minute, and all runs of one
-implementation before the next's would put that change into the ratios. The worker imports the implementation (and
-asmbpe's library) and loads the documents in the form its trainer takes (untimed), then
-measures around the training call only:
+implementation before the next's would put that change into the ratios. The worker
+imports the implementation (and asmbpe's library) and loads the documents in the form
+its trainer takes (untimed), then measures around the training call only:
 
 - wall seconds (time.perf_counter); the table shows the median over --runs;
 - CPU seconds (getrusage(RUSAGE_SELF) user + system, all threads of the process);
@@ -111,8 +111,6 @@ def _reset_peak() -> bool:
         return True
     except OSError:
         return False
-
-
 
 
 def _peak_rss(reset_ok: bool) -> int:
