@@ -27,10 +27,14 @@
 ;   i + m      m: the longest token of 4+ bytes that starts with bytes
 ;              i..i+3 (renc.reach4; exact but for a 24-bit fingerprint,
 ;              whose rare collisions only reach further); for a rank file
-;              (RF_RANKS) with 4 < m <= 15, instead i + L for the longest L
-;              in 4..m whose bytes have their bit in renc.bloom (the filter
-;              of the tokens of 3..15 bytes; a false bit only reaches
-;              further),
+;              (RF_RANKS) with m > 4, instead i + L for the longest L in
+;              4..min(m, 15) whose bytes have their bit in renc.bloom (the
+;              filter of the tokens of 3..15 bytes; a false bit only
+;              reaches further), and where m > 15 also i + the longest
+;              token of 16+ bytes that starts with bytes i..i+15
+;              (renc.reach16, fingerprinted as reach4; log R52: with m
+;              itself, 8 MB of multilingual's long chunks left 611 KB in
+;              pieces over 15 bytes for o200k, with reach16 243 KB),
 ; (the last two looked up only where renc.f2, a bit per two bytes, says a
 ; token of 3+ bytes starts with bytes i, i+1: 42 % of multilingual's long
 ; chunks' positions), and a cut goes before every p > 0 that no start
@@ -74,6 +78,7 @@ section .text
 %define SP_NPIECE   (LT_MAX_LEN + 8)
 %define SP_RBX      (LT_MAX_LEN + 24)       ; rbx while the cuts are found
 %define SP_AT       (LT_MAX_LEN + 32)       ; (the bytes at i, while rolling)
+%define SP_M        (LT_MAX_LEN + 40)       ; (m, while rolling)
 %define SP_FRAME    (LT_MAX_LEN + 48)       ; (rsp stays 16-byte aligned at
                                             ; calls: 5 pushes + this)
 PROC rk_split
@@ -145,15 +150,22 @@ PROC rk_split
 .r4_hit:                                        ; eax = m, the longest
     cmp         eax, 4                          ; (4: the 4 bytes are it)
     jbe         .r4_bound
-    cmp         eax, CT_MAX_LEN                 ; (over 15: m as it is)
-    ja          .r4_bound
     cmp         qword [sp_enc + renc.bloom], 0  ; RF_RANKS: the longest of
-    je          .r4_bound                       ; 4..m bytes with its bit in
-    mov         r8, [sp_enc + renc.bloom]       ; the filter of tokens
-    mov         r10, sp_n                       ; (the seed's: a false bit
-    sub         r10, rcx                        ; only reaches further)
+    je          .r4_bound                       ; 4..min(m, 15) bytes with its
+    cmp         eax, CT_MAX_LEN                 ; bit in the filter of tokens
+    jbe         .roll_from                      ; (the seed's: a false bit
+    cmp         qword [sp_enc + renc.reach16], 0 ; only reaches further); for
+    je          .r4_bound                       ; m over 15, then also the
+.roll_from:                                     ; longest token over 15 bytes
+    mov         [rsp + SP_M], eax               ; with bytes i..i+15 first
+    mov         r8, [sp_enc + renc.bloom]       ; (renc.reach16; without it,
+    mov         r10, sp_n                       ; m as it is)
+    sub         r10, rcx
+    cmp         eax, CT_MAX_LEN
+    mov         r9d, CT_MAX_LEN
+    cmova       eax, r9d
     cmp         r10, rax
-    cmova       r10, rax                        ; min(m, n - i)
+    cmova       r10, rax                        ; min(m, 15, n - i)
     mov         r9d, ROLL_K
     xor         r11d, r11d                      ; the rolled hash of
     xor         esi, esi                        ; bytes i .. i + rsi
@@ -175,6 +187,29 @@ PROC rk_split
 .roll_next:
     cmp         rsi, r10
     jb          .roll
+    cmp         dword [rsp + SP_M], CT_MAX_LEN
+    jbe         .rolled
+    lea         rax, [rcx + CT_MAX_LEN + 1]     ; m over 15: 16 bytes left?
+    cmp         rax, sp_n
+    ja          .rolled
+    mov         rax, [rsp + SP_AT]
+    R16_HASH    rax, r11, r11d, esi
+    mov         r8, [sp_enc + renc.reach16]
+.r16_probe:
+    mov         eax, [r8 + r11 * 4]
+    test        eax, eax
+    jz          .rolled                         ; no token over 15 bytes
+    xor         eax, esi                        ; starts with these 16
+    cmp         eax, 255
+    jbe         .r16_hit
+    inc         r11d
+    and         r11d, (1 << R16_BITS) - 1
+    jmp         .r16_probe
+.r16_hit:
+    add         rax, rcx
+    cmp         rax, rdx
+    cmova       rdx, rax
+.rolled:
     mov         r8, [sp_enc + renc.bp]
     mov         r9, [sp_enc + renc.t3]
     mov         r10, [sp_enc + renc.reach4]
@@ -365,13 +400,15 @@ ENDPROC
 
 ;-----------------------------------------------------------------------------
 ; rk_reach_build (asmbpe_renc_new, RF_SPLIT): r14 = the encoder, its token
-; bytes and offsets copied.  Maps and fills renc.reach4 and renc.t3.
+; bytes and offsets copied.  Maps and fills renc.reach4, renc.reach16,
+; renc.t3 and renc.f2.
 ; eax = 0, or ASMBPE_ENOMEM.  Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
 ;-----------------------------------------------------------------------------
 PROC rk_reach_build
-    SAVE        r12, r13
+    SAVE        r12, r13, rbx, rbp, r15
     xor         r12d, r12d                      ; entries filled in t3
     xor         r13d, r13d                      ; ... in reach4
+    xor         r15d, r15d                      ; ... in reach16
     mov         edi, 4 << R4_BITS
     call        asmbpe_map
     test        rax, rax
@@ -387,6 +424,11 @@ PROC rk_reach_build
     test        rax, rax
     jz          .enomem
     mov         [r14 + renc.f2], rax
+    mov         edi, 4 << R16_BITS
+    call        asmbpe_map
+    test        rax, rax
+    jz          .enomem
+    mov         [r14 + renc.reach16], rax
     mov         r8, [r14 + renc.tokoff]
     mov         r9, [r14 + renc.tokbytes]       ; (PAD after the bytes)
     mov         r10, [r14 + renc.reach4]
@@ -429,6 +471,34 @@ PROC rk_reach_build
     mov         edi, 255                        ; bytes first (longer than
     cmp         rdx, rdi                        ; 255: 255, past any chunk
     cmova       rdx, rdi                        ; cut)
+    cmp         rdx, CT_MAX_LEN                 ; over 15 bytes: the longest
+    jbe         .r16_done                       ; with these 16 bytes first
+    cmp         r15, (3 << R16_BITS) / 4        ; (too many: reach16 is
+    jae         .r16_done                       ; dropped at the end)
+    mov         rsi, [r8 + rcx * 8]
+    add         rsi, r9
+    R16_HASH    rsi, rdi, edi, ebx
+    mov         rsi, [r14 + renc.reach16]
+.r16_probe:
+    mov         ebp, [rsi + rdi * 4]
+    test        ebp, ebp
+    jz          .r16_put
+    xor         ebp, ebx
+    cmp         ebp, 255
+    jbe         .r16_seen
+    inc         edi
+    and         edi, (1 << R16_BITS) - 1
+    jmp         .r16_probe
+.r16_put:
+    inc         r15
+    jmp         .r16_store
+.r16_seen:                                      ; (ebp: its length so far)
+    cmp         edx, ebp
+    jbe         .r16_done
+.r16_store:
+    or          ebx, edx
+    mov         [rsi + rdi * 4], ebx
+.r16_done:
     mov         esi, eax
     imul        esi, esi, R4_K2
     and         esi, R4_FP                      ; its fingerprint
@@ -462,6 +532,13 @@ PROC rk_reach_build
 .too_many:
     and         qword [r14 + renc.flags], ~RF_SPLIT
 .done:
+    cmp         r15, (3 << R16_BITS) / 4        ; too many prefixes of tokens
+    jb          .built                          ; over 15 bytes for reach16:
+    mov         rdi, [r14 + renc.reach16]       ; none (rk_split then takes
+    mov         esi, 4 << R16_BITS              ; reach4's m for them)
+    call        asmbpe_unmap
+    mov         qword [r14 + renc.reach16], 0
+.built:
     xor         eax, eax
     RESTORE
 .enomem:

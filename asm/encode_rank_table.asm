@@ -415,6 +415,9 @@ asmbpe_renc_free_impl:
     mov         rdi, [rbx + renc.reach4]
     mov         esi, 4 << R4_BITS
     call        .unmap
+    mov         rdi, [rbx + renc.reach16]
+    mov         esi, 4 << R16_BITS
+    call        .unmap
     mov         rdi, [rbx + renc.t3]
     mov         esi, 8 << T3_BITS
     call        .unmap

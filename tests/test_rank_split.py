@@ -13,7 +13,7 @@ import pytest
 from loaded_util import tiktoken_oracle, vocab_path
 
 from harness.dev import rank_twin
-from harness.rank import RENC_SPLIT, RankEncoder, _flags
+from harness.rank import RENC_RANKS, RENC_SPLIT, RankEncoder, _flags
 from harness.vocab import KNOWN_ENCODINGS, Vocab, from_tiktoken, token_digest
 
 # letters of scripts whose words make long chunks (2-4 bytes each in UTF-8)
@@ -165,3 +165,95 @@ def test_merges_vocabulary_piece_that_is_a_token_is_merged():
     enc = RankEncoder(v)
     for text in (b" qqqqqqqqqqqqqqqabcqqqq", b" abcabcabcabcabcabcabc", b"zzzzzzzzzzzzzzzzzzabc"):
         assert enc.encode_ordinary(text).tolist() == rank_twin.encode(text, v), text
+
+
+def _long_letter_tokens(v: Vocab) -> list[bytes]:
+    """The vocabulary's tokens of over 15 bytes that are letters only (one chunk)."""
+    out = []
+    for t in v.tokens:
+        if len(t) > 15:
+            try:
+                s = t.decode()
+            except UnicodeDecodeError:
+                continue
+            if s.isalpha():
+                out.append(t)
+    return out
+
+
+def test_tokens_over_15_bytes_reach_past_their_16_byte_prefix(published):
+    """A start whose 4 bytes begin a token of over 15 bytes reaches as far as the
+    longest token with its first 16 bytes (renc.reach16), not as far as the longest
+    with its first 4: chunks made of such tokens, of their 16-byte prefixes followed
+    by other letters, and of near misses, give tiktoken's ids, cut or not."""
+    rng = random.Random(17)
+    long = _long_letter_tokens(published)
+    assert len(long) > 100
+    letters = "".join(SCRIPTS)
+    docs = []
+    for _ in range(400):
+        parts = []
+        for _ in range(rng.randrange(1, 5)):
+            t = rng.choice(long).decode()
+            kind = rng.randrange(4)
+            if kind == 1:                               # its 16-byte prefix, cut
+                t = t.encode()[:16].decode("utf-8", "ignore") + rng.choice(letters)
+            elif kind == 2:                             # one letter changed
+                k = rng.randrange(len(t))
+                t = t[:k] + rng.choice(letters) + t[k + 1:]
+            elif kind == 3:                             # shortened by a letter
+                t = t[:-1]
+            parts.append(t)
+            parts.append("".join(rng.choice(letters) for _ in range(rng.randrange(0, 4))))
+        docs.append((" " + "".join(parts)).encode())
+    cut = RankEncoder(published)
+    whole = RankEncoder(published, split=False)
+    ids, counts = cut.encode_many(docs, 2)
+    ids2, counts2 = whole.encode_many(docs, 2)
+    oracle = tiktoken_oracle(published.name)
+    at = 0
+    for k, (d, c) in enumerate(zip(docs, counts.tolist())):
+        assert ids[at:at + c].tolist() == oracle.encode_ordinary(d.decode()), (k, d[:80])
+        at += c
+    assert np.array_equal(ids, ids2) and np.array_equal(counts, counts2)
+
+
+def test_too_many_long_token_prefixes_still_cut_exactly():
+    """A rank file (RF_RANKS, regular) with 13,000 tokens of 16 bytes, as many 16-byte
+    prefixes: they overfill renc.reach16 (2^14 entries, 3/4 at most), so the library
+    drops it (a start then reaches as far as reach4's longest token) and still encodes
+    as the twin and as without cuts. The tokens are levels of two halves from disjoint
+    sets (pairs A x B and C x D, fours of them, eights of two sets of fours, sixteens of
+    eights), so that no token spans a boundary between halves and each merges to
+    itself."""
+    rng = random.Random(8)
+    tokens = [bytes([b]) for b in range(256)]
+    seen = set(tokens)
+
+    def level(left: list[bytes], right: list[bytes], n: int) -> list[bytes]:
+        made = set()
+        while len(made) < n:
+            made.add(rng.choice(left) + rng.choice(right))
+        made = sorted(made)
+        tokens.extend(t for t in made if t not in seen)
+        seen.update(made)
+        return made
+
+    def letters(s: str) -> list[bytes]:
+        return [bytes([c]) for c in s.encode()]
+
+    p1 = level(letters("abcd"), letters("efgh"), 16)
+    p2 = level(letters("ijkl"), letters("mnop"), 16)
+    fours = level(p1, p2, 40)
+    eights = level(fours[:20], fours[20:], 200)
+    sixteens = level(eights, eights, 13000)
+    v = Vocab("many 16-byte tokens", tokens, "nanochat", {}, None, True, regular=True)
+    assert rank_twin.irregular_tokens(v) == []
+    assert _flags(v) & RENC_SPLIT and _flags(v) & RENC_RANKS
+    cut, whole = RankEncoder(v), RankEncoder(v, split=False)
+    for _ in range(80):
+        w = b" " + b"".join(rng.choice(sixteens)[:rng.choice([16, 16, 12, 8])]
+                            for _ in range(rng.randrange(1, 8)))
+        want = rank_twin.encode(w, v)
+        assert cut.encode_ordinary(w).tolist() == want, w
+        assert whole.encode_ordinary(w).tolist() == want, w
