@@ -9,6 +9,18 @@
 extern mask_tab
 extern rk_state
 
+section .rodata
+; rk_iota8: 255, then the bytes 0, 1, 2, ...: rk_chunk's short path reads
+; next[] (i + 1) and prev[] (i - 1, 255 for none) from it
+align 64
+    db          255
+rk_iota8:
+%assign i 0
+%rep RK_SHORT + 32
+    db          i
+%assign i i + 1
+%endrep
+
 section .text
 
 ;-----------------------------------------------------------------------------
@@ -282,20 +294,39 @@ PROC rk_chunk
     ja          .long
 
     ;-------------------------------------------------------------------------
-    ; short: id[] at rk_s, prio[] and result[] SP_STRIDE bytes apart (room
-    ; for 8-dword moves past the end); prio[m - 1 ..] NO_PRIO, so that the
-    ; lowest priority is a vector minimum over whole ymm words
+    ; short: the parts by their first byte i: id[i] at rk_s, the key and
+    ; result[i] of the pair (i, next[i]) SP_STRIDE bytes apart, next[] and
+    ; prev[] (u8) after them.  A pair's key is its priority << 7 | i (at
+    ; least SP_NONE when there is none: NO_PRIO << 7 | i, or NO_PRIO), so
+    ; the lowest key is the lowest priority, leftmost, and says where.  A
+    ; part absorbed by its left neighbour keeps its place, its key NO_PRIO,
+    ; and leaves the list: nothing moves, and the next merge is a vector
+    ; minimum over the same ceil((n - 1) / 8) ymm words every time (keys
+    ; n - 1 .. NO_PRIO) (log R53: the arrays shifted down after each merge
+    ; and the search for the minimum's place cost a mispredicted loop end
+    ; each)
     ;-------------------------------------------------------------------------
 %define SP_STRIDE   (4 * (RK_SHORT + 16))
 %define SP_PRIO     SP_STRIDE
 %define SP_RES      (2 * SP_STRIDE)
+%define SP_NEXT     (3 * SP_STRIDE)         ; u8 [RK_SHORT]: the next part
+%define SP_PREV     (SP_NEXT + RK_SHORT)    ; u8 [RK_SHORT + 1]: the one before
+%define SP_NW       (SP_PREV + RK_SHORT + 32)   ; ymm words of keys to scan
+%define SP_KSHIFT   7                       ; key = priority << 7 | i
+%define SP_NONE     0x80000000              ; (priorities are below 2^24)
+%if RK_SHORT > (1 << SP_KSHIFT)
+%error "rk_chunk's short path: RK_SHORT must fit the keys' place bits"
+%endif
     xor         edi, edi
     mov         rsi, [rbx + rts.enc]
     mov         rsi, [rsi + renc.bp]
 .sinit:                                         ; prio[i] of (id[i], id[i+1]):
     movzx       eax, word [rk_p + rdi]          ; two bytes, from renc.bp
     mov         rax, [rsi + rax * 8]
-    mov         [rk_s + SP_PRIO + rdi * 4], eax
+    mov         edx, eax
+    shl         edx, SP_KSHIFT
+    or          edx, edi
+    mov         [rk_s + SP_PRIO + rdi * 4], edx
     shr         rax, 32
     mov         [rk_s + SP_RES + rdi * 4], eax
     inc         edi
@@ -305,12 +336,22 @@ PROC rk_chunk
     vpcmpeqd    ymm0, ymm0, ymm0                ; prio[n - 1 .. n + 15]: none
     vmovdqu     [rk_s + SP_PRIO + rdi * 4], ymm0
     vmovdqu     [rk_s + SP_PRIO + rdi * 4 + 32], ymm0
-    mov         rk_m, rk_n                      ; ids
-.sloop:                                         ; the lowest priority: a
-    cmp         rk_m, 1                         ; minimum over ceil((m - 1)
-    jbe         .sdone                          ; / 8) ymm words
-    lea         ecx, [rk_m + 6]
-    shr         ecx, 3
+    lea         eax, [edi + 7]
+    shr         eax, 3
+    mov         [rk_s + SP_NW], rax
+%assign w 0
+%rep RK_SHORT / 32
+    vmovdqu     ymm0, [rk_iota8 + 1 + w]        ; next[i] = i + 1
+    vmovdqu     [rk_s + SP_NEXT + w], ymm0
+    vmovdqu     ymm0, [rk_iota8 - 1 + w]        ; prev[i] = i - 1
+    vmovdqu     [rk_s + SP_PREV + w], ymm0
+%assign w w + 32
+%endrep
+    mov         rk_m, rk_n                      ; parts
+.sloop:                                         ; the lowest priority
+    cmp         rk_m, 1
+    jbe         .sdone
+    mov         rcx, [rk_s + SP_NW]
     vpcmpeqd    ymm0, ymm0, ymm0
     xor         edi, edi
 .smin:
@@ -318,59 +359,47 @@ PROC rk_chunk
     add         edi, 32
     dec         ecx
     jnz         .smin
-    HMIN_U32    eax                             ; (xmm0: it, in every lane)
-    cmp         eax, NO_PRIO
-    je          .sdone
-    vpbroadcastd ymm0, xmm0                     ; its leftmost place
-    xor         edi, edi
-.sfind:
-    vpcmpeqd    ymm1, ymm0, [rk_s + SP_PRIO + rdi * 4]
-    vmovmskps   edx, ymm1
-    test        edx, edx
-    jnz         .sfound
-    add         edi, 8
-    jmp         .sfind
-.sfound:
-    tzcnt       edx, edx
-    lea         esi, [edi + edx]                ; k
-    mov         edx, [rk_s + SP_RES + rsi * 4]  ; merge at k
+    HMIN_U32    esi
+    cmp         esi, SP_NONE
+    jae         .sdone                          ; (no pair left)
+    and         esi, RK_SHORT - 1               ; k
+    mov         edx, [rk_s + SP_RES + rsi * 4]  ; merge at k: k absorbs j
     mov         [rk_s + rsi * 4], edx
-    lea         rdi, [rsi + 1]                  ; remove k + 1 from the three
-.sshift:                                        ; arrays, 8 at a time (the
-    vmovdqu     ymm0, [rk_s + rdi * 4 + 4]      ; pad past prio's last: none)
-    vmovdqu     [rk_s + rdi * 4], ymm0
-    vmovdqu     ymm0, [rk_s + SP_PRIO + rdi * 4 + 4]
-    vmovdqu     [rk_s + SP_PRIO + rdi * 4], ymm0
-    vmovdqu     ymm0, [rk_s + SP_RES + rdi * 4 + 4]
-    vmovdqu     [rk_s + SP_RES + rdi * 4], ymm0
-    add         rdi, 8
-    cmp         rdi, rk_m
-    jb          .sshift
-.sshifted:
+    movzx       edi, byte [rk_s + SP_NEXT + rsi]            ; j
+    mov         dword [rk_s + SP_PRIO + rdi * 4], NO_PRIO   ; (j's pair gone)
+    movzx       edi, byte [rk_s + SP_NEXT + rdi]            ; the part after j
+    mov         [rk_s + SP_NEXT + rsi], dil
+    mov         [rk_s + SP_PREV + rdi], sil
     dec         rk_m
-    lea         rax, [rsi + 1]                  ; the pair (k, k + 1)
     mov         dword [rk_s + SP_PRIO + rsi * 4], NO_PRIO
-    cmp         rax, rk_m
-    jae         .sleft
-    PKEY        [rk_s + rsi * 4], [rk_s + rsi * 4 + 4]
+    cmp         rdi, rk_n
+    jae         .sleft                          ; (none)
+    PKEY        [rk_s + rsi * 4], [rk_s + rdi * 4]  ; the pair (k, after j)
     RPROBE_TS
+    shl         eax, SP_KSHIFT
+    or          eax, esi
     mov         [rk_s + SP_PRIO + rsi * 4], eax
     mov         [rk_s + SP_RES + rsi * 4], edx
 .sleft:
-    test        rsi, rsi                        ; the pair (k - 1, k)
-    jz          .sloop
-    PKEY        [rk_s + rsi * 4 - 4], [rk_s + rsi * 4]
+    test        rsi, rsi                        ; the pair (before k, k): the
+    jz          .sloop                          ; part at 0 is never absorbed
+    movzx       edi, byte [rk_s + SP_PREV + rsi]
+    PKEY        [rk_s + rdi * 4], [rk_s + rsi * 4]
     RPROBE_TS
-    mov         [rk_s + SP_PRIO + rsi * 4 - 4], eax
-    mov         [rk_s + SP_RES + rsi * 4 - 4], edx
+    shl         eax, SP_KSHIFT
+    or          eax, edi
+    mov         [rk_s + SP_PRIO + rdi * 4], eax
+    mov         [rk_s + SP_RES + rdi * 4], edx
     jmp         .sloop
-.sdone:
+.sdone:                                         ; the parts in order
     xor         ecx, ecx
+    xor         edi, edi
 .scopy:
-    mov         eax, [rk_s + rcx * 4]
+    mov         eax, [rk_s + rdi * 4]
     mov         [rk_out + rcx * 4], eax
     inc         rcx
-    cmp         rcx, rk_m
+    movzx       edi, byte [rk_s + SP_NEXT + rdi]
+    cmp         rdi, rk_n
     jb          .scopy
     mov         rax, rk_m
     ret
