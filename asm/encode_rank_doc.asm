@@ -447,6 +447,7 @@ rk_doc:
     sub         rdx, r12
     mov         rcx, [rsp + 16]
     lea         rcx, [rcx + r13 * 4]
+    mov         eax, [rdi + rkrec.key]          ; (the crc, from pass A)
     call        rk_long
     pop         r8
     pop         rdi
@@ -488,9 +489,8 @@ rk_pass_a:
     sub         rdx, r8                         ; its length
     lea         rsi, [r12 + r8]                 ; the chunk
     mov         r8, rax
-    xor         ecx, ecx
     cmp         rdx, CT_MAX_LEN
-    ja          .put
+    ja          .long
     CT_KEY      rsi, rdx, edx
     vmovdqa     [rdi + rkrec.key], xmm0
     KEY_HASH    xmm0, rcx
@@ -508,6 +508,19 @@ rk_pass_a:
     pop         r13
     pop         r12
     ret
+.long:                                          ; over CT_MAX_LEN bytes: home
+    xor         ecx, ecx                        ; 0; up to LT_MAX_LEN, the
+    cmp         rdx, LT_MAX_LEN                 ; crc rk_long looks it up by
+    ja          .put                            ; into the key (LT_CRC), its
+    LT_CRC      rsi, rdx, rax, rcx, r11         ; long-chunk table entry
+    mov         [rdi + rkrec.key], eax          ; prefetched (log R54)
+    mov         ecx, eax
+    and         rcx, [rbx + rts.ltmask]
+    shl         rcx, 4                          ; (ltent_size)
+    add         rcx, [rbx + rts.lt]
+    prefetcht0  [rcx]
+    xor         ecx, ecx
+    jmp         .put
 
 ;-----------------------------------------------------------------------------
 ; int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,

@@ -66,7 +66,9 @@ section .text
 
 ;-----------------------------------------------------------------------------
 ; rk_long: rbx = a thread state, rsi = a chunk of more than CT_MAX_LEN bytes
-; (PAD readable after it), rdx = its length, rcx = out (room for rdx ids).
+; (PAD readable after it), rdx = its length, rcx = out (room for rdx ids),
+; eax = LT_CRC of it when it has at most LT_MAX_LEN bytes (rk_doc's pass A
+; computes it and prefetches the chunk's home entry by it: log R54).
 ; Up to LT_MAX_LEN bytes: looked up in the thread's long-chunk table (by
 ; the crc of its bytes, then the bytes compared), else encoded (rk_split,
 ; or rk_merge) and put there; longer ones only encoded.  Out: rax = ids
@@ -84,24 +86,6 @@ PROC rk_long
     mov         rk_p, rsi
     mov         rk_n, rdx
     mov         rk_out, rcx
-    mov         eax, edx                        ; crc32c of the bytes, seeded
-    xor         ecx, ecx                        ; with the length, 8 at a
-.crc:                                           ; time, the last 1..8 from
-    lea         rdx, [rcx + 8]                  ; a qword cut to them
-    cmp         rdx, rk_n
-    ja          .crc_tail
-    crc32       rax, qword [rk_p + rcx]
-    mov         rcx, rdx
-    cmp         rcx, rk_n
-    jb          .crc
-    jmp         .crc_done
-.crc_tail:
-    mov         rdx, [rk_p + rcx]
-    mov         r8, rk_n
-    sub         r8, rcx
-    shl         r8d, 3
-    bzhi        rdx, rdx, r8
-    crc32       rax, rdx
 .crc_done:
     mov         r15d, eax                       ; the crc
     mov         rbp, [rbx + rts.lt]
