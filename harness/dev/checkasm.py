@@ -756,7 +756,8 @@ def check_encode(ctx: Ctx) -> None:
 def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
     """Small vocabularies for the rank encoder (harness.vocab.Vocab): the 256 bytes at
     shuffled ids among tokens made by joining two earlier ones (texty bytes first, so
-    that texts merge), as a rank file (whole chunks) and as merges (no whole chunks)."""
+    that texts merge), as a rank file (whole chunks) and as merges (no whole chunks);
+    and a regular rank file, whose long chunks the library cuts (_regular_rank_vocab)."""
     from ..vocab import Vocab
     tokens = [bytes([b]) for b in range(256)]
     seen = set(tokens)
@@ -782,7 +783,34 @@ def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
                     break
     merge_vocab = Vocab("checkasm merges", ranked, "nanochat", {}, merges, False)
     by_pairs = Vocab("checkasm ranks by pairs", ranked, "gpt2", {}, None, True)
-    return [("ranks", rank_vocab), ("ranks by pairs", by_pairs), ("merges", merge_vocab)]
+    return [("ranks", rank_vocab), ("ranks by pairs", by_pairs), ("merges", merge_vocab),
+            ("ranks cut", _regular_rank_vocab(rng))]
+
+
+def _regular_rank_vocab(rng: random.Random):
+    """A rank file whose every token merges to itself (Vocab.regular), so that the library
+    cuts its long chunks (rk_split with the filter and renc.reach16): letter tokens of 4,
+    8, 16 and 32 bytes, each level two halves from disjoint sets (pairs a-d x e-h and
+    i-l x m-p, then fours, eights and sixteens of two sets each), so that no token spans
+    a boundary between halves."""
+    from ..vocab import Vocab
+    tokens = [bytes([b]) for b in range(256)]
+
+    def level(left: list[bytes], right: list[bytes], n: int) -> list[bytes]:
+        made = sorted({rng.choice(left) + rng.choice(right) for _ in range(n)})
+        tokens.extend(made)
+        return made
+
+    def letters(s: str) -> list[bytes]:
+        return [bytes([c]) for c in s.encode()]
+
+    p1 = level(letters("abcd"), letters("efgh"), 12)
+    p2 = level(letters("ijkl"), letters("mnop"), 12)
+    fours = level(p1, p2, 40)
+    eights = level(fours[: len(fours) // 2], fours[len(fours) // 2:], 100)
+    sixteens = level(eights[: len(eights) // 2], eights[len(eights) // 2:], 150)
+    level(sixteens[: len(sixteens) // 2], sixteens[len(sixteens) // 2:], 30)
+    return Vocab("checkasm ranks cut", tokens, "gpt2", {}, None, True, regular=True)
 
 
 def _renc_new(ctx: Ctx, v) -> int:
