@@ -9,6 +9,22 @@
 extern mask_tab
 extern rk_state
 
+; PF_PAIR left, right: the pair cache entry and the pair table slot of the
+; pair (left, right) prefetched (RPROBE_TS's lines).  %1, %2: 32-bit
+; registers or memory operands (not ecx, edi, r11d).  Needs rbx = the
+; thread state, r8 = the slots, r10 = the shift.  Clobbers rcx, rdi, r11.
+%macro PF_PAIR 2
+    PKEY        %1, %2
+    mov         r11, RK_GOLD
+    imul        r11, rcx
+    mov         rdi, r11
+    shr         rdi, 64 - PC_BITS
+    shl         edi, 4
+    prefetcht0  [rbx + rts.pc + rdi]
+    shrx        r11, r11, r10
+    prefetcht0  [r8 + r11 * 8]
+%endmacro
+
 section .rodata
 ; rk_iota8: 255, then the bytes 0, 1, 2, ...: rk_chunk's short path reads
 ; next[] (i + 1) and prev[] (i - 1, 255 for none) from it
@@ -352,16 +368,45 @@ PROC rk_chunk
     cmp         rk_m, 1
     jbe         .sdone
     mov         rcx, [rk_s + SP_NW]
-    vpcmpeqd    ymm0, ymm0, ymm0
+    vpcmpeqd    ymm0, ymm0, ymm0                ; each lane's lowest key
+    vpcmpeqd    ymm1, ymm1, ymm1                ; ... and its second lowest
     xor         edi, edi
 .smin:
-    vpminud     ymm0, ymm0, [rk_s + SP_PRIO + rdi]
+    vmovdqu     ymm2, [rk_s + SP_PRIO + rdi]
+    vpmaxud     ymm3, ymm0, ymm2
+    vpminud     ymm1, ymm1, ymm3
+    vpminud     ymm0, ymm0, ymm2
     add         edi, 32
     dec         ecx
     jnz         .smin
+    vmovdqa     ymm2, ymm0
+    vmovdqa     ymm3, ymm1
     HMIN_U32    esi
     cmp         esi, SP_NONE
     jae         .sdone                          ; (no pair left)
+    ; the merge after this one as things stand (the second lowest key): the
+    ; lines of the two pairs it would look up prefetched, so that they come
+    ; while this merge's own lookups are waited for (log R57)
+    vpbroadcastd ymm0, xmm0
+    vpcmpeqd    ymm1, ymm2, ymm0                ; (the lowest's lane: none)
+    vpor        ymm2, ymm2, ymm1
+    vpminud     ymm0, ymm2, ymm3
+    HMIN_U32    eax
+    cmp         eax, SP_NONE
+    jae         .snext                          ; (none)
+    and         eax, RK_SHORT - 1               ; k2, and what it would make
+    mov         edx, [rk_s + SP_RES + rax * 4]
+    movzx       edi, byte [rk_s + SP_NEXT + rax]
+    movzx       edi, byte [rk_s + SP_NEXT + rdi]    ; the part after k2's next
+    cmp         rdi, rk_n
+    jae         .snext_left
+    PF_PAIR     edx, [rk_s + rdi * 4]
+.snext_left:
+    test        eax, eax
+    jz          .snext
+    movzx       edi, byte [rk_s + SP_PREV + rax]
+    PF_PAIR     [rk_s + rdi * 4], edx
+.snext:
     and         esi, RK_SHORT - 1               ; k
     mov         edx, [rk_s + SP_RES + rsi * 4]  ; merge at k: k absorbs j
     mov         [rk_s + rsi * 4], edx
