@@ -208,8 +208,27 @@ PROC rk_chunk
     mov         [rk_out], eax
     mov         eax, 1
     ret
-.long_token:
-    CRC_BYTES   rk_p, rk_n, rax                 ; a longer token?
+.long_token:                                    ; a longer token?  Not when
+    mov         rdi, [rbx + rts.enc]            ; renc.reach16 says no token
+    mov         r8, [rdi + renc.reach16]        ; of 16+ bytes starts with
+    test        r8, r8                          ; these 16, or only shorter
+    jz          .crc_probe                      ; ones (log R58)
+    R16_HASH    rk_p, r11, r11d, esi
+.r16_probe:
+    mov         eax, [r8 + r11 * 4]
+    test        eax, eax
+    jz          .merge
+    xor         eax, esi
+    cmp         eax, 255
+    jbe         .r16_hit
+    inc         r11d
+    and         r11d, (1 << R16_BITS) - 1
+    jmp         .r16_probe
+.r16_hit:
+    cmp         rax, rk_n
+    jb          .merge
+.crc_probe:
+    CRC_BYTES   rk_p, rk_n, rax
     mov         rdi, [rbx + rts.enc]
     mov         r9, [rdi + renc.wmask]
     mov         r8d, eax

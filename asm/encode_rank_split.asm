@@ -531,7 +531,8 @@ PROC rk_reach_build
     jmp         .token
 .too_many:
     and         qword [r14 + renc.flags], ~RF_SPLIT
-.done:
+    mov         r15d, (3 << R16_BITS) / 4       ; (reach16 dropped too: not
+.done:                                          ; filled, and rk_chunk reads it)
     cmp         r15, (3 << R16_BITS) / 4        ; too many prefixes of tokens
     jb          .built                          ; over 15 bytes for reach16:
     mov         rdi, [r14 + renc.reach16]       ; none (rk_split then takes
