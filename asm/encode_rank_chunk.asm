@@ -213,18 +213,7 @@ PROC rk_chunk
     mov         r8, [rdi + renc.reach16]        ; of 16+ bytes starts with
     test        r8, r8                          ; these 16, or only shorter
     jz          .crc_probe                      ; ones (log R58)
-    R16_HASH    rk_p, r11, r11d, esi
-.r16_probe:
-    mov         eax, [r8 + r11 * 4]
-    test        eax, eax
-    jz          .merge
-    xor         eax, esi
-    cmp         eax, 255
-    jbe         .r16_hit
-    inc         r11d
-    and         r11d, (1 << R16_BITS) - 1
-    jmp         .r16_probe
-.r16_hit:
+    R16_FIND    rk_p, r8, .merge
     cmp         rax, rk_n
     jb          .merge
 .crc_probe:

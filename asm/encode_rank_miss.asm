@@ -86,7 +86,6 @@ PROC rk_long
     mov         rk_p, rsi
     mov         rk_n, rdx
     mov         rk_out, rcx
-.crc_done:
     mov         r15d, eax                       ; the crc
     mov         rbp, [rbx + rts.lt]
     mov         r8d, eax

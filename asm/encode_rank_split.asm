@@ -193,20 +193,9 @@ PROC rk_split
     cmp         rax, sp_n
     ja          .rolled
     mov         rax, [rsp + SP_AT]
-    R16_HASH    rax, r11, r11d, esi
     mov         r8, [sp_enc + renc.reach16]
-.r16_probe:
-    mov         eax, [r8 + r11 * 4]
-    test        eax, eax
-    jz          .rolled                         ; no token over 15 bytes
-    xor         eax, esi                        ; starts with these 16
-    cmp         eax, 255
-    jbe         .r16_hit
-    inc         r11d
-    and         r11d, (1 << R16_BITS) - 1
-    jmp         .r16_probe
-.r16_hit:
-    add         rax, rcx
+    R16_FIND    rax, r8, .rolled                ; (none: no token over 15
+    add         rax, rcx                        ; bytes starts with these)
     cmp         rax, rdx
     cmova       rdx, rax
 .rolled:

@@ -222,32 +222,15 @@ def test_too_many_long_token_prefixes_still_cut_exactly():
     """A rank file (RF_RANKS, regular) with 13,000 tokens of 16 bytes, as many 16-byte
     prefixes: they overfill renc.reach16 (2^14 entries, 3/4 at most), so the library
     drops it (a start then reaches as far as reach4's longest token) and still encodes
-    as the twin and as without cuts. The tokens are levels of two halves from disjoint
-    sets (pairs A x B and C x D, fours of them, eights of two sets of fours, sixteens of
-    eights), so that no token spans a boundary between halves and each merges to
-    itself."""
-    rng = random.Random(8)
-    tokens = [bytes([b]) for b in range(256)]
-    seen = set(tokens)
+    as the twin and as without cuts. The tokens are checkasm's regular levels (each
+    level two halves from disjoint sets), so that each merges to itself."""
+    from harness.dev.checkasm import regular_levels
 
-    def level(left: list[bytes], right: list[bytes], n: int) -> list[bytes]:
-        made = set()
-        while len(made) < n:
-            made.add(rng.choice(left) + rng.choice(right))
-        made = sorted(made)
-        tokens.extend(t for t in made if t not in seen)
-        seen.update(made)
-        return made
-
-    def letters(s: str) -> list[bytes]:
-        return [bytes([c]) for c in s.encode()]
-
-    p1 = level(letters("abcd"), letters("efgh"), 16)
-    p2 = level(letters("ijkl"), letters("mnop"), 16)
-    fours = level(p1, p2, 40)
-    eights = level(fours[:20], fours[20:], 200)
-    sixteens = level(eights, eights, 13000)
-    v = Vocab("many 16-byte tokens", tokens, "nanochat", {}, None, True, regular=True)
+    v, levels = regular_levels(random.Random(8), "many 16-byte tokens", (16, 16, 40, 300, 13000))
+    sixteens = levels[-1]
+    assert len(sixteens) == 13000
+    v = dataclasses.replace(v, pretokenizer="nanochat")
+    rng = random.Random(9)
     assert rank_twin.irregular_tokens(v) == []
     assert _flags(v) & RENC_SPLIT and _flags(v) & RENC_RANKS
     cut, whole = RankEncoder(v), RankEncoder(v, split=False)

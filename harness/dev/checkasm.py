@@ -790,27 +790,40 @@ def _rank_vocabs(rng: random.Random) -> list[tuple[str, object]]:
 def _regular_rank_vocab(rng: random.Random):
     """A rank file whose every token merges to itself (Vocab.regular), so that the library
     cuts its long chunks (rk_split with the filter and renc.reach16): letter tokens of 4,
-    8, 16 and 32 bytes, each level two halves from disjoint sets (pairs a-d x e-h and
-    i-l x m-p, then fours, eights and sixteens of two sets each), so that no token spans
-    a boundary between halves."""
+    8, 16 and 32 bytes (regular_levels)."""
+    v, _ = regular_levels(rng, "checkasm ranks cut", (12, 12, 40, 100, 150, 30))
+    return v
+
+
+def regular_levels(rng: random.Random, name: str, counts: tuple[int, ...]):
+    """(a regular rank file, its levels): the bytes, then letter tokens of 2, 2, 4, 8, 16
+    and 32 bytes, at most counts[k] at level k (a count of 0 ends the levels early), each
+    level two halves from disjoint sets (pairs a-d x e-h and i-l x m-p, then fours,
+    eights and sixteens of two sets each), so that no token spans a boundary between
+    halves and each merges to itself (Vocab.regular)."""
     from ..vocab import Vocab
     tokens = [bytes([b]) for b in range(256)]
 
     def level(left: list[bytes], right: list[bytes], n: int) -> list[bytes]:
-        made = sorted({rng.choice(left) + rng.choice(right) for _ in range(n)})
+        made = set()
+        while len(made) < min(n, len(left) * len(right)):
+            made.add(rng.choice(left) + rng.choice(right))
+        made = sorted(made)
         tokens.extend(made)
         return made
 
     def letters(s: str) -> list[bytes]:
         return [bytes([c]) for c in s.encode()]
 
-    p1 = level(letters("abcd"), letters("efgh"), 12)
-    p2 = level(letters("ijkl"), letters("mnop"), 12)
-    fours = level(p1, p2, 40)
-    eights = level(fours[: len(fours) // 2], fours[len(fours) // 2:], 100)
-    sixteens = level(eights[: len(eights) // 2], eights[len(eights) // 2:], 150)
-    level(sixteens[: len(sixteens) // 2], sixteens[len(sixteens) // 2:], 30)
-    return Vocab("checkasm ranks cut", tokens, "gpt2", {}, None, True, regular=True)
+    levels = [level(letters("abcd"), letters("efgh"), counts[0]),
+              level(letters("ijkl"), letters("mnop"), counts[1])]
+    levels.append(level(levels[0], levels[1], counts[2]))
+    for n in counts[3:]:
+        if not n:
+            break
+        last = levels[-1]
+        levels.append(level(last[: len(last) // 2], last[len(last) // 2:], n))
+    return Vocab(name, tokens, "gpt2", {}, None, True, regular=True), levels
 
 
 def _renc_new(ctx: Ctx, v) -> int:
