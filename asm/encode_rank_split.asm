@@ -21,24 +21,24 @@
 ; o200k_base; tests/test_rank_split.py).
 ;
 ; Where no token can span: every start i reaches at most
-;   i + 2      when bytes i, i+1 make a token (renc.bp, exact: a 2-byte
-;              token is only ever made from its two bytes),
-;   i + 3      when bytes i..i+2 are a token (renc.t3, exact),
-;   i + m      m: the longest token of 4+ bytes that starts with bytes
-;              i..i+3 (renc.reach4; exact but for a 24-bit fingerprint,
-;              whose rare collisions only reach further); for a rank file
-;              (RF_RANKS) with m > 4, instead i + L for the longest L in
-;              4..min(m, 15) whose bytes have their bit in renc.bloom (the
-;              filter of the tokens of 3..15 bytes; a false bit only
-;              reaches further), and where m > 15 also i + the longest
-;              token of 16+ bytes that starts with bytes i..i+15
-;              (renc.reach16, fingerprinted as reach4; log R52: with m
-;              itself, 8 MB of multilingual's long chunks left 611 KB in
-;              pieces over 15 bytes for o200k, with reach16 243 KB),
-; (the last two looked up only where renc.f2, a bit per two bytes, says a
-; token of 3+ bytes starts with bytes i, i+1: 42 % of multilingual's long
-; chunks' positions), and a cut goes before every p > 0 that no start
-; before it reaches past.
+;   i + 2      when bytes i, i+1 make a token (renc.f2's bit 2w),
+;   i + L      for the longest L in 3..lim whose bytes have their bit in
+;              renc.bloom (the filter of the tokens of 3..15 bytes; a
+;              false bit only reaches further), lim = min(max(m, 3), 15,
+;              n - i), m the longest token of 4+ bytes whose first 4
+;              bytes hash where bytes i..i+3 do (renc.reach4, u8; a
+;              collision only reaches further); and where m > 15, i + the
+;              longest token of 16+ bytes that starts with bytes i..i+15
+;              (renc.reach16, fingerprinted; log R52: with m itself, 8 MB
+;              of multilingual's long chunks left 611 KB in pieces over
+;              15 bytes for o200k, with reach16 243 KB),
+; (lengths of 3+ only where renc.f2's bit 2w + 1 says a token of 3+ bytes
+; starts with bytes i, i+1: 42 % of multilingual's long chunks'
+; positions; without a rank file's filter, i + max(m, 3) there), and a
+; cut goes before every p > 0 that no start before it reaches past.  The
+; reaches are found 8 starts at once, one per dword lane, their filter
+; bits gathered length by length (log R59), the cuts then in one loop
+; without a branch.
 ; Most of multilingual text's long chunks (Cyrillic, CJK, Greek words of 16
 ; to 128 bytes) cut into pieces of 2-4 bytes that are tokens; english's
 ; long chunks (runs of spaces, of '-', long words) rarely cut (log R29).
@@ -50,6 +50,14 @@ extern rk_sub_a
 extern rk_sub_b
 extern mask_tab
 extern ct_idmask
+
+section .rodata
+align 32
+sp_iota:    dd 0, 1, 2, 3, 4, 5, 6, 7           ; a group's starts
+sp_r4k:     times 8 dd R4_K
+sp_cff:     times 8 dd 0xFF
+sp_c3:      times 8 dd 3
+sp_c15:     times 8 dd CT_MAX_LEN
 
 section .text
 
@@ -77,10 +85,15 @@ section .text
 ; SP_NPIECE + 8] the piece being encoded (kept across rk_merge)
 %define SP_NPIECE   (LT_MAX_LEN + 8)
 %define SP_RBX      (LT_MAX_LEN + 24)       ; rbx while the cuts are found
-%define SP_AT       (LT_MAX_LEN + 32)       ; (the bytes at i, while rolling)
-%define SP_M        (LT_MAX_LEN + 40)       ; (m, while rolling)
-%define SP_FRAME    (LT_MAX_LEN + 48)       ; (rsp stays 16-byte aligned at
-                                            ; calls: 5 pushes + this)
+%define SP_MV       (LT_MAX_LEN + 32)       ; (a group's m, 8 dwords)
+%define SP_REACH    (LT_MAX_LEN + 64)       ; (each start's reach, a dword
+                                            ; each, LT_MAX_LEN + 8 of them)
+%define SP_FRAME    (SP_REACH + 4 * LT_MAX_LEN + 32) ; (rsp stays 16-byte
+                                            ; aligned at calls: 5 pushes
+                                            ; + this)
+%if SP_FRAME % 16
+    %error "SP_FRAME: not a multiple of 16"
+%endif
 PROC rk_split
     mov         rax, [rbx + rts.enc]
     test        qword [rax + renc.flags], RF_SPLIT
@@ -96,123 +109,151 @@ PROC rk_split
     mov         sp_out, rcx
     mov         sp_enc, rax
 
-    ;---- the cuts: starts of pieces into [rsp]
-    mov         r8, [sp_enc + renc.bp]
-    mov         r9, [sp_enc + renc.t3]
-    mov         r10, [sp_enc + renc.reach4]
+    ;---- the reach of each start i (how many bytes from i a token that
+    ; starts there may cover), 8 starts at once, one per dword lane (log
+    ; R59: the scalar loop before mispredicted 1.7 branches a start): the
+    ; lane's bytes b0..b3, its renc.f2 bits, its renc.reach4 byte m, then
+    ; the filter bit of each length L = 3 .. lim = min(max(m, 3), 15,
+    ; n - i) (0 where no token of 3+ bytes starts with b0, b1), into
+    ; [rsp + SP_REACH]
     mov         [rsp + SP_RBX], rbx
-    mov         rbx, [sp_enc + renc.f2]         ; (the thread state: below)
+    mov         r8, [sp_enc + renc.f2]
+    mov         r9, [sp_enc + renc.reach4]
+    mov         r10, [sp_enc + renc.bloom]      ; (0: no filter)
+    mov         eax, ROLL_K
+    vmovd       xmm4, eax
+    vpbroadcastd ymm4, xmm4                     ; ROLL_K
+    vpcmpeqd    ymm5, ymm5, ymm5                ; -1
+    vpsrld      ymm6, ymm5, 27                  ; 31
+    xor         ecx, ecx                        ; the group's first start
+.group:
+    lea         rsi, [sp_p + rcx]
+    vpmovzxbd   ymm0, [rsi]                     ; b0
+    vpsubd      ymm2, ymm0, ymm5
+    vpmulld     ymm2, ymm2, ymm4                ; the hash of 1 byte
+    vpmovzxbd   ymm1, [rsi + 1]          ; b1
+    vpaddd      ymm2, ymm2, ymm1
+    vpsubd      ymm2, ymm2, ymm5
+    vpmulld     ymm2, ymm2, ymm4                ; ... of 2
+    vpslld      ymm1, ymm1, 8
+    vpor        ymm7, ymm0, ymm1                ; w = b0 | b1 << 8
+    vpmovzxbd   ymm0, [rsi + 2]
+    vpslld      ymm0, ymm0, 16
+    vpor        ymm8, ymm7, ymm0
+    vpmovzxbd   ymm0, [rsi + 3]
+    vpslld      ymm0, ymm0, 24
+    vpor        ymm8, ymm8, ymm0                ; b0..b3
+    vpsrld      ymm0, ymm7, 4                   ; renc.f2's dword of w
+    vpcmpeqd    ymm10, ymm10, ymm10
+    vpxor       xmm9, xmm9, xmm9
+    vpgatherdd  ymm9, [r8 + ymm0 * 4], ymm10
+    vpslld      ymm1, ymm7, 28
+    vpsrld      ymm1, ymm1, 27                  ; 2 * (w & 15): its bits
+    vpsubd      ymm0, ymm6, ymm1
+    vpsllvd     ymm3, ymm9, ymm0                ; (a 2-byte token: the sign)
+    vpsrld      ymm3, ymm3, 31
+    vpsubd      ymm3, ymm3, ymm5                ; the reach: 1, 2 for one
+    vpaddd      ymm0, ymm0, ymm5
+    vpsllvd     ymm9, ymm9, ymm0                ; the sign: f2, 3+ bytes
+    vpmulld     ymm8, ymm8, [sp_r4k]
+    vpsrld      ymm8, ymm8, 32 - R4_BITS        ; b0..b3's reach4 byte
+    vpcmpeqd    ymm10, ymm10, ymm10
+    vpxor       xmm1, xmm1, xmm1
+    vpgatherdd  ymm1, [r9 + ymm8 * 1], ymm10
+    vpand       ymm1, ymm1, [sp_cff]            ; m (0: no token of 4+)
+    mov         rax, sp_n
+    sub         rax, rcx
+    vmovd       xmm0, eax
+    vpbroadcastd ymm0, xmm0
+    vpsubd      ymm0, ymm0, [sp_iota]           ; n - i
+    vpmaxsd     ymm8, ymm1, [sp_c3]
+    vpminsd     ymm8, ymm8, ymm0                ; min(max(m, 3), n - i)
+    vpxor       xmm10, xmm10, xmm10
+    test        r10, r10
+    jz          .no_filter
+    vpminsd     ymm8, ymm8, [sp_c15]
+    vblendvps   ymm7, ymm10, ymm8, ymm9         ; lim (0 without f2)
+    vpsubd      ymm7, ymm7, ymm5                ; lim + 1
+    vpcmpgtd    ymm10, ymm1, [sp_c15]           ; the lanes with f2, m over
+    vpand       ymm10, ymm10, ymm9              ; 15 and 16 bytes left: the
+    vpcmpgtd    ymm11, ymm0, [sp_c15]           ; longest token of 16+
+    vpand       ymm10, ymm10, ymm11             ; bytes with their 16 bytes
+    vmovmskps   ebx, ymm10                      ; first (below)
+    vmovdqu     [rsp + SP_MV], ymm1
+    mov         edx, 3                          ; L
+    vpsrld      ymm8, ymm5, 30                  ; (3 in each lane)
+.len:
+    vpcmpgtd    ymm10, ymm7, ymm8               ; the lanes with L <= lim
+    vmovmskps   eax, ymm10
+    test        eax, eax
+    jz          .lens_done
+    vpmovzxbd   ymm0, [rsi + rdx - 1]
+    vpaddd      ymm2, ymm2, ymm0
+    vpsubd      ymm2, ymm2, ymm5
+    vpmulld     ymm2, ymm2, ymm4                ; the hash of L bytes
+    vpsrld      ymm0, ymm2, 32 - BLOOM_BITS     ; its filter bit
+    vpsrld      ymm1, ymm0, 5
+    vpxor       xmm9, xmm9, xmm9
+    vpgatherdd  ymm9, [r10 + ymm1 * 4], ymm10
+    vpandn      ymm0, ymm0, ymm6
+    vpsllvd     ymm9, ymm9, ymm0                ; (to the sign)
+    vblendvps   ymm3, ymm3, ymm8, ymm9          ; set: the reach is L
+    vpsubd      ymm8, ymm8, ymm5
+    inc         edx
+    jmp         .len
+.lens_done:
+    vmovdqu     [rsp + SP_REACH + rcx * 4], ymm3
+    test        ebx, ebx
+    jnz         .r16
+.group_next:
+    add         rcx, 8
+    cmp         rcx, sp_n
+    jb          .group
+    jmp         .cuts
+.no_filter:                                     ; (no rank file: m itself,
+    vblendvps   ymm8, ymm10, ymm8, ymm9         ; 3 for the 3 bytes)
+    vpmaxsd     ymm3, ymm3, ymm8
+    vmovdqu     [rsp + SP_REACH + rcx * 4], ymm3
+    jmp         .group_next
+.r16:                                           ; a lane of ebx: start i
+    tzcnt       edi, ebx
+    blsr        ebx, ebx
+    mov         rdx, [sp_enc + renc.reach16]
+    mov         eax, [rsp + SP_MV + rdi * 4]    ; (without reach16: m)
+    add         rdi, rcx                        ; i
+    test        rdx, rdx
+    jz          .r16_max
+    lea         rax, [sp_p + rdi]
+    R16_FIND    rax, rdx, .r16_next
+.r16_max:
+    cmp         eax, [rsp + SP_REACH + rdi * 4]
+    jbe         .r16_next
+    mov         [rsp + SP_REACH + rdi * 4], eax
+.r16_next:
+    test        ebx, ebx
+    jnz         .r16
+    jmp         .group_next
+
+    ;---- the cuts: a piece starts at every i that no start before it
+    ; reaches past; their starts into [rsp] (no branch: each i is written
+    ; where the next start goes, and counted only when it is one)
+.cuts:
     xor         ecx, ecx                        ; i
     xor         edi, edi                        ; the furthest reach so far
     xor         r15d, r15d                      ; pieces
-.reach:
-    cmp         rdi, rcx                        ; nothing reaches past i:
-    ja          .reached                        ; a piece starts here
+.cut:
     mov         [rsp + r15], cl
-    inc         r15d
-.reached:
-    lea         rdx, [rcx + 1]                  ; i + 1: the byte itself
-    lea         rax, [rcx + 2]
-    cmp         rax, sp_n
-    ja          .reach_next                     ; (the last byte)
-    movzx       esi, word [sp_p + rcx]
-    cmp         dword [r8 + rsi * 8], NO_PRIO   ; a 2-byte token?
-    cmovne      rdx, rax
-    lea         rax, [rcx + 3]
-    cmp         rax, sp_n
-    ja          .reach_next
-    bt          [rbx], rsi                      ; no token of 3+ bytes starts
-    jnc         .reach_next                     ; with these two
-    mov         esi, [sp_p + rcx]
-    and         esi, 0x00FFFFFF
-    T3_FIND     r9, rsi, esi, r11, r11d, .no3   ; a 3-byte token?
-    mov         rdx, rax
-.no3:
-    lea         rax, [rcx + 4]
-    cmp         rax, sp_n
-    ja          .reach_next
-    mov         esi, [sp_p + rcx]               ; the longest token of 4+
-    mov         r11d, esi                       ; bytes starting so
-    imul        r11d, r11d, R4_K
-    shr         r11d, 32 - R4_BITS              ; (its home)
-    imul        esi, esi, R4_K2
-    and         esi, R4_FP                      ; (its fingerprint)
-.r4_probe:
-    mov         eax, [r10 + r11 * 4]
-    test        eax, eax
-    jz          .reach_next                     ; none
-    xor         eax, esi
-    cmp         eax, 255
-    jbe         .r4_hit
-    inc         r11d
-    and         r11d, (1 << R4_BITS) - 1
-    jmp         .r4_probe
-.r4_hit:                                        ; eax = m, the longest
-    cmp         eax, 4                          ; (4: the 4 bytes are it)
-    jbe         .r4_bound
-    cmp         qword [sp_enc + renc.bloom], 0  ; RF_RANKS: the longest of
-    je          .r4_bound                       ; 4..min(m, 15) bytes with its
-    cmp         eax, CT_MAX_LEN                 ; bit in the filter of tokens
-    jbe         .roll_from                      ; (the seed's: a false bit
-    cmp         qword [sp_enc + renc.reach16], 0 ; only reaches further); for
-    je          .r4_bound                       ; m over 15, then also the
-.roll_from:                                     ; longest token over 15 bytes
-    mov         [rsp + SP_M], eax               ; with bytes i..i+15 first
-    mov         r8, [sp_enc + renc.bloom]       ; (renc.reach16; without it,
-    mov         r10, sp_n                       ; m as it is)
-    sub         r10, rcx
-    cmp         eax, CT_MAX_LEN
-    mov         r9d, CT_MAX_LEN
-    cmova       eax, r9d
-    cmp         r10, rax
-    cmova       r10, rax                        ; min(m, 15, n - i)
-    mov         r9d, ROLL_K
-    xor         r11d, r11d                      ; the rolled hash of
-    xor         esi, esi                        ; bytes i .. i + rsi
-    lea         rax, [sp_p + rcx]
-    mov         [rsp + SP_AT], rax
-.roll:
-    mov         rax, [rsp + SP_AT]
-    movzx       eax, byte [rax + rsi]
-    lea         r11d, [r11 + rax + 1]
-    imul        r11d, r9d
-    inc         rsi
-    cmp         rsi, 4
-    jb          .roll_next
-    mov         eax, r11d
-    shr         eax, 32 - BLOOM_BITS
-    bt          [r8], rax
-    jnc         .roll_next
-    lea         rdx, [rcx + rsi]                ; (above what bp and t3 gave)
-.roll_next:
-    cmp         rsi, r10
-    jb          .roll
-    cmp         dword [rsp + SP_M], CT_MAX_LEN
-    jbe         .rolled
-    lea         rax, [rcx + CT_MAX_LEN + 1]     ; m over 15: 16 bytes left?
-    cmp         rax, sp_n
-    ja          .rolled
-    mov         rax, [rsp + SP_AT]
-    mov         r8, [sp_enc + renc.reach16]
-    R16_FIND    rax, r8, .rolled                ; (none: no token over 15
-    add         rax, rcx                        ; bytes starts with these)
-    cmp         rax, rdx
-    cmova       rdx, rax
-.rolled:
-    mov         r8, [sp_enc + renc.bp]
-    mov         r9, [sp_enc + renc.t3]
-    mov         r10, [sp_enc + renc.reach4]
-    jmp         .reach_next
-.r4_bound:
+    xor         eax, eax
+    cmp         rdi, rcx
+    setbe       al
+    add         r15d, eax
+    mov         eax, [rsp + SP_REACH + rcx * 4]
     add         rax, rcx
-    cmp         rax, rdx
-    cmova       rdx, rax
-.reach_next:
-    cmp         rdx, rdi
-    cmova       rdi, rdx
+    cmp         rax, rdi
+    cmova       rdi, rax
     inc         rcx
     cmp         rcx, sp_n
-    jb          .reach
+    jb          .cut
     mov         rbx, [rsp + SP_RBX]
     cmp         r15d, 1
     je          .whole                          ; nothing cut
@@ -394,11 +435,10 @@ ENDPROC
 ; eax = 0, or ASMBPE_ENOMEM.  Clobbers rax, rcx, rdx, rsi, rdi, r8-r11.
 ;-----------------------------------------------------------------------------
 PROC rk_reach_build
-    SAVE        r12, r13, rbx, rbp, r15
+    SAVE        r12, rbx, rbp, r15
     xor         r12d, r12d                      ; entries filled in t3
-    xor         r13d, r13d                      ; ... in reach4
     xor         r15d, r15d                      ; ... in reach16
-    mov         edi, 4 << R4_BITS
+    mov         edi, R4_BYTES
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
@@ -408,7 +448,7 @@ PROC rk_reach_build
     test        rax, rax
     jz          .enomem
     mov         [r14 + renc.t3], rax
-    mov         edi, 65536 / 8
+    mov         edi, F2_BYTES
     call        asmbpe_map
     test        rax, rax
     jz          .enomem
@@ -430,12 +470,17 @@ PROC rk_reach_build
     mov         rdx, [r8 + rcx * 8 + 8]
     sub         rdx, rsi                        ; its length
     mov         eax, [r9 + rsi]
-    cmp         rdx, 3
+    cmp         rdx, 2
     jb          .next
-    movzx       edi, ax                         ; its first two bytes
+    movzx       edi, ax                         ; its first two bytes w:
+    xor         esi, esi                        ; f2's bit 2w (a 2-byte
+    cmp         rdx, 2                          ; token), 2w + 1 (one of 3+
+    seta        sil                             ; bytes)
+    lea         edi, [rsi + rdi * 2]
     mov         rsi, [r14 + renc.f2]
     bts         [rsi], rdi
     cmp         rdx, 3
+    jb          .next
     ja          .four
     and         eax, 0x00FFFFFF                 ; {bytes | T3_USED, id}
     mov         edi, eax
@@ -487,34 +532,12 @@ PROC rk_reach_build
 .r16_store:
     or          ebx, edx
     mov         [rsi + rdi * 4], ebx
-.r16_done:
-    mov         esi, eax
-    imul        esi, esi, R4_K2
-    and         esi, R4_FP                      ; its fingerprint
-    imul        eax, eax, R4_K
-    shr         eax, 32 - R4_BITS               ; its home
-.r4_probe:
-    mov         edi, [r10 + rax * 4]
-    test        edi, edi
-    jz          .r4_put
-    xor         edi, esi
-    cmp         edi, 255
-    jbe         .r4_seen
-    inc         eax
-    and         eax, (1 << R4_BITS) - 1
-    jmp         .r4_probe
-.r4_seen:                                       ; (edi: its length so far)
-    cmp         edx, edi
+.r16_done:                                      ; reach4: the longest at
+    imul        eax, eax, R4_K                  ; its home
+    shr         eax, 32 - R4_BITS
+    cmp         dl, [r10 + rax]
     jbe         .next
-.r4_put:
-    or          esi, edx
-    cmp         dword [r10 + rax * 4], 0
-    jne         .r4_store
-    inc         r13
-    cmp         r13, (3 << R4_BITS) / 4
-    jae         .too_many
-.r4_store:
-    mov         [r10 + rax * 4], esi
+    mov         [r10 + rax], dl
 .next:
     inc         rcx
     jmp         .token

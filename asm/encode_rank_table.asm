@@ -413,7 +413,7 @@ asmbpe_renc_free_impl:
     mov         esi, 1 << (BLOOM_BITS - 3)
     call        .unmap
     mov         rdi, [rbx + renc.reach4]
-    mov         esi, 4 << R4_BITS
+    mov         esi, R4_BYTES
     call        .unmap
     mov         rdi, [rbx + renc.reach16]
     mov         esi, 4 << R16_BITS
@@ -422,7 +422,7 @@ asmbpe_renc_free_impl:
     mov         esi, 8 << T3_BITS
     call        .unmap
     mov         rdi, [rbx + renc.f2]
-    mov         esi, 65536 / 8
+    mov         esi, F2_BYTES
     call        .unmap
     mov         rdi, [rbx + renc.res]
     mov         rsi, [rbx + renc.rbytes]
