@@ -26,35 +26,72 @@ extern rk_ct_full
 %endmacro
 
 ; FAST checked: pass F's loop (rk_doc), %1 = 1: each hit's room checked
-; against rts.outlim (else there is room for the whole batch).  rdi = the
-; record, rdx = out, r8 = rts.bend; to .rest_f at the first chunk that is
-; not a hit of up to CT_MAX_TOK ids, to .fast_end after the last.
+; against rts.outlim (else there is room for every chunk left as 16 ids).
+; rdi = the record, rdx = out, r8 = rts.bend, r9 = renc.flags, r11 = the
+; misses put off (a bit per chunk from rbp's).  A hit of up to CT_MAX_TOK
+; ids is written at once; with RF_RANKS a miss keeps room for as many ids
+; as it has bytes (its place in rts.mpos) and is merged after the loop
+; (.resolve: log R61).  To .stop_f at the first chunk that is neither (a
+; long one, a hit of 5+ ids, a miss without RF_RANKS, no room), to
+; .fast_end after the last.
 %macro FAST 1
 .fast%1:
     mov         rcx, [rdi + rkrec.home]
     test        rcx, rcx
-    jz          .rest_f                         ; (a long chunk)
+    jz          .stop_f                         ; (a long chunk)
     vmovdqa     xmm0, [rdi + rkrec.key]
-    CT_PROBE    .fast_hit%1, .rest_f
+    CT_PROBE    .fast_hit%1, .fast_miss%1
+.fast_miss%1:
+    test        r9d, RF_RANKS
+    jz          .stop_f
+    or          rcx, 1
+    mov         [rdi + rkrec.free], rcx         ; the empty entry | 1
+    mov         rax, r15
+    sub         rax, rbp
+    bts         r11, rax
+    mov         [rbx + rts.mpos + rax * 8], r13
+    movzx       eax, byte [rdi + rkrec.key + ctent.len]
+    add         r13, rax                        ; its room: an id a byte
+    jmp         .fast_next%1
 .fast_hit%1:
     vmovdqu     xmm1, [rcx + ctent.ids]
     vmovd       eax, xmm1
     shr         eax, CT_NSHIFT                  ; how many
     cmp         eax, CT_MAX_TOK
-    ja          .rest_f
+    ja          .stop_f
 %if %1
     lea         rsi, [rdx + r13 * 4 + 16]
     cmp         rsi, [rbx + rts.outlim]
-    ja          .rest_f
+    ja          .stop_f
 %endif
     vpand       xmm1, xmm1, [ct_idmask]
     vmovdqu     [rdx + r13 * 4], xmm1
     add         r13, rax
+.fast_next%1:
     add         rdi, rkrec_size
     inc         r15
     cmp         r15, r8
     jb          .fast%1
     jmp         .fast_end
+%endmacro
+
+; MISS_CHUNK idx: chunk idx (a register other than rdx, rsi, rdi, r10) of
+; the batch (from rbp): rdi = its record, rsi = its bytes, rdx = its length
+; (rk_doc's registers).  Clobbers r10.
+%macro MISS_CHUNK 1
+    lea         r10, [rbp + %1]                 ; (its index)
+    mov         rdi, %1
+    shl         rdi, 5                          ; (rkrec_size)
+    add         rdi, [rbx + rts.bcur]
+    mov         rdx, [rbx + rts.sstart]         ; the chunk
+    test        r10, r10
+    jz          %%first
+    mov         rdx, [rbx + rts.ends + r10 * 8 - 8]
+%%first:
+    mov         rsi, [rbx + rts.text]
+    add         rsi, rdx
+    neg         rdx
+    add         rdx, [rbx + rts.ends + r10 * 8] ; its length
 %endmacro
 
 ; JOB_FILL (asmbpe_renc_encode / _docs): the rest of the job on the stack
@@ -186,24 +223,40 @@ rk_doc:
     OTHER_HALF  rdi
     call        rk_pass_a
 .pass_b:
-    ; pass F: the batch's first chunks, while each is a hit of up to
-    ; CT_MAX_TOK ids with room after them in out, probed and their ids
-    ; written at once (as pass B would); from the first other one on, the
-    ; rest of the batch goes through B0, M and B
+    ; pass F: the batch's chunks, while each is a hit of up to CT_MAX_TOK
+    ; ids (probed, their ids written at once) or a miss (merged after the
+    ; loop, its room kept); from the first other one on, the rest of the
+    ; batch goes through B0, M and B
     mov         rdi, [rbx + rts.bcur]
     mov         rdx, [rsp]                      ; out
     mov         r8, [rbx + rts.bend]
+    mov         r9, [rbx + rts.enc]
+    mov         r9, [r9 + renc.flags]
+    xor         r11d, r11d                      ; (no miss put off)
     mov         rax, r8                         ; room for every chunk left
-    sub         rax, r15                        ; as 4 ids, 16 bytes each:
-    lea         rax, [r13 + rax * 4 + 4]        ; no check per chunk
+    sub         rax, r15                        ; as 16 ids: no check per
+    shl         rax, 4                          ; chunk
+    lea         rax, [r13 + rax + 4]
     lea         rax, [rdx + rax * 4]
     cmp         rax, [rbx + rts.outlim]
     jbe         .fast0
     FAST        1
     FAST        0
 .fast_end:                                      ; (the batch done)
+    test        r11, r11
+    jz          .fast_done
+    call        .resolve
+.fast_done:
     mov         r12, [rbx + rts.ends + r15 * 8 - 8]
     jmp         .batch_end
+.stop_f:                                        ; chunk r15: neither
+    test        r11, r11
+    jz          .rest_f
+    call        .resolve
+    mov         rdi, r15                        ; (its record again)
+    sub         rdi, rbp
+    shl         rdi, 5                          ; (rkrec_size)
+    add         rdi, [rbx + rts.bcur]
 .rest_f:                                        ; the next chunk's start
     cmp         r15, rbp
     je          .rest
@@ -243,21 +296,9 @@ rk_doc:
     lea         rax, [rbx + rts.ws]
     mov         [rbx + rts.wsnext], rax
 .sub_all:
-    tzcnt       rcx, r11                        ; a missed chunk: its record
+    tzcnt       rcx, r11                        ; a missed chunk
     blsr        r11, r11
-    lea         r10, [rbp + rcx]                ; (its index)
-    mov         rdi, rcx
-    shl         rdi, 5                          ; (rkrec_size)
-    add         rdi, [rbx + rts.bcur]
-    mov         rdx, [rbx + rts.sstart]         ; the chunk
-    test        r10, r10
-    jz          .sub_first
-    mov         rdx, [rbx + rts.ends + r10 * 8 - 8]
-.sub_first:
-    mov         rsi, [rbx + rts.text]
-    add         rsi, rdx
-    neg         rdx
-    add         rdx, [rbx + rts.ends + r10 * 8] ; its length
+    MISS_CHUNK  rcx
     push        r11                             ; (twice: rsp stays 16-byte
     push        r11                             ; aligned at the call)
     mov         rax, [rbx + rts.wsnext]
@@ -384,60 +425,13 @@ rk_doc:
     js          .out
     cmp         rax, CT_MAX_LEN
     ja          .put_done
-    cmp         qword [rbx + rts.reset], 0      ; (full: no more this batch)
-    jne         .put_done
-    mov         rcx, [rbx + rts.ctfill]
-    cmp         rcx, [rbx + rts.ctcap]
-    jae         .full
-    cmp         rax, CT_MAX_TOK
-    ja          .put_arena
-    inc         rcx
-    mov         [rbx + rts.ctfill], rcx
-    mov         rcx, [rdi + rkrec.free]         ; the chunk into the table
-    and         rcx, ~1
-    vmovdqa     xmm0, [rdi + rkrec.key]
-    vmovdqu     [rcx + ctent.key], xmm0
     mov         rdx, [rsp]
     lea         rdx, [rdx + r13 * 4]            ; its ids
-    CT_IDS      rcx, rdx, rax
+    call        rk_ct_put_miss
 .put_done:
     add         r13, rax
     mov         r12, r8
     jmp         .next
-.put_arena:                                     ; 5..15 ids: into the arena
-    mov         rsi, [rbx + rts.apos]
-    lea         rdx, [rsi + rax + 16]           ; (16 ids of room after the
-    cmp         rdx, [rbx + rts.acap]           ; last: 64-byte loads)
-    ja          .full
-    sub         rdx, 16
-    mov         [rbx + rts.apos], rdx
-    inc         rcx
-    mov         [rbx + rts.ctfill], rcx
-    mov         rcx, [rdi + rkrec.free]
-    and         rcx, ~1
-    vmovdqa     xmm0, [rdi + rkrec.key]
-    vmovdqu     [rcx + ctent.key], xmm0
-    mov         edx, eax
-    shl         edx, CT_NSHIFT
-    mov         [rcx + ctent.ids], edx          ; their number
-    mov         [rcx + ctent.ids + 4], esi      ; where they start
-    mov         dword [rcx + ctent.ids + 8], 0
-    mov         dword [rcx + ctent.ids + 12], 0
-    mov         rcx, [rbx + rts.arena]
-    lea         rcx, [rcx + rsi * 4]
-    mov         rdx, [rsp]
-    lea         rdx, [rdx + r13 * 4]            ; the ids
-    xor         esi, esi
-.arena_put:
-    mov         r9d, [rdx + rsi * 4]
-    mov         [rcx + rsi * 4], r9d
-    inc         esi
-    cmp         rsi, rax
-    jb          .arena_put
-    jmp         .put_done
-.full:                                          ; the table or its arena is
-    mov         qword [rbx + rts.reset], 1      ; full: reset after this batch
-    jmp         .put_done                       ; (whose hits point into it)
 .slow:                                          ; over CT_MAX_LEN bytes
     push        rdi
     push        r8
@@ -456,6 +450,104 @@ rk_doc:
     add         r13, rax
     mov         r12, r8
     jmp         .next
+    ; .resolve (pass F's misses, a local routine): r11 = the chunks put off
+    ; (a bit each from rbp's; their records' free = the empty entry | 1,
+    ; their places in rts.mpos, room after each for an id a byte), r13 =
+    ; the ids after them.  Each one's substrings looked up (rk_sub_a, their
+    ; waits overlapping), then in order each merged (rk_sub_b) where its ids
+    ; go once the ids before it have moved down over the room the ones
+    ; before left unused, and put into the chunk table; the ids after the
+    ; last moved down too, r13 less all that room.  Keeps rbx, rbp, r12,
+    ; r14, r15; clobbers the other registers.  The frame: [rsp] the misses
+    ; left for rk_sub_a, [rsp + 8] for rk_sub_b, [rsp + 16] the room unused
+    ; so far (delta), [rsp + 24] where the ids not yet moved start (seg),
+    ; [rsp + 32] the miss (its number in the batch), [rsp + 48] out
+.resolve:
+    sub         rsp, 40
+    mov         [rsp], r11
+    mov         [rsp + 8], r11
+    lea         rax, [rbx + rts.ws]
+    mov         [rbx + rts.wsnext], rax
+.res_sub:
+    mov         rax, [rsp]
+    tzcnt       rcx, rax
+    blsr        rax, rax
+    mov         [rsp], rax
+    MISS_CHUNK  rcx
+    mov         rax, [rbx + rts.wsnext]
+    mov         [rdi + rkrec.home], rax         ; its workspace
+    mov         rdi, rax
+    call        rk_sub_a
+    mov         [rbx + rts.wsnext], rax
+    cmp         qword [rsp], 0
+    jne         .res_sub
+    mov         qword [rsp + 16], 0
+    mov         rax, [rsp + 8]
+    tzcnt       rcx, rax
+    mov         rax, [rbx + rts.mpos + rcx * 8]
+    mov         [rsp + 24], rax                 ; (the first one's place)
+.res_emit:
+    mov         rax, [rsp + 8]
+    tzcnt       rcx, rax
+    blsr        rax, rax
+    mov         [rsp + 8], rax
+    mov         [rsp + 32], rcx
+    mov         rax, [rsp + 16]
+    test        rax, rax
+    jz          .res_moved
+    mov         rsi, [rsp + 24]
+    mov         rcx, [rbx + rts.mpos + rcx * 8]
+    sub         rcx, rsi                        ; the ids since the last
+    mov         rdx, [rsp + 48]
+    lea         rsi, [rdx + rsi * 4]
+    shl         rax, 2
+    mov         rdi, rsi
+    sub         rdi, rax
+    rep movsd                                   ; (down: in order is safe)
+.res_moved:
+    mov         rcx, [rsp + 32]
+    MISS_CHUNK  rcx
+    mov         rdi, [rdi + rkrec.home]         ; its workspace
+    mov         rcx, [rsp + 32]
+    mov         rax, [rbx + rts.mpos + rcx * 8]
+    sub         rax, [rsp + 16]
+    mov         rcx, [rsp + 48]
+    lea         rcx, [rcx + rax * 4]            ; where its ids go
+    call        rk_sub_b
+    mov         rcx, [rsp + 32]
+    mov         rdx, [rbx + rts.mpos + rcx * 8]
+    sub         rdx, [rsp + 16]
+    mov         rsi, [rsp + 48]
+    lea         rdx, [rsi + rdx * 4]            ; its ids
+    mov         rdi, rcx
+    shl         rdi, 5                          ; (rkrec_size)
+    add         rdi, [rbx + rts.bcur]
+    call        rk_ct_put_miss                  ; (keeps rax, rdi)
+    mov         rcx, [rsp + 32]
+    movzx       edx, byte [rdi + rkrec.key + ctent.len]
+    mov         rsi, [rbx + rts.mpos + rcx * 8]
+    add         rsi, rdx
+    mov         [rsp + 24], rsi                 ; the next ids to move
+    sub         rdx, rax
+    add         [rsp + 16], rdx                 ; its room unused
+    cmp         qword [rsp + 8], 0
+    jne         .res_emit
+    mov         rax, [rsp + 16]
+    test        rax, rax
+    jz          .res_done
+    mov         rsi, [rsp + 24]
+    mov         rcx, r13
+    sub         rcx, rsi                        ; the ids after the last
+    mov         rdx, [rsp + 48]
+    lea         rsi, [rdx + rsi * 4]
+    shl         rax, 2
+    mov         rdi, rsi
+    sub         rdi, rax
+    rep movsd
+    sub         r13, [rsp + 16]
+.res_done:
+    add         rsp, 40
+    ret
 .done:
     mov         rax, r13
 .out:
@@ -465,6 +557,65 @@ rk_doc:
     pop         r13
     pop         r12
     pop         rbp
+    ret
+
+;-----------------------------------------------------------------------------
+; rk_ct_put_miss (rk_doc): rbx = the thread state, rdi = a missed chunk's
+; record (its key; rkrec.free = the empty entry that ended its probe | 1),
+; rax = its ids (1..CT_MAX_LEN), rdx = where they are: the chunk put into
+; the chunk table (its ids in the entry, or 5+ in the arena), unless the
+; table or its arena is full (then rts.reset = 1: changed after the batch,
+; whose records point into it).  Keeps rax, rdi, r8, r10-r15; clobbers rcx,
+; rdx, rsi, r9, xmm0-xmm2.
+;-----------------------------------------------------------------------------
+rk_ct_put_miss:
+    cmp         qword [rbx + rts.reset], 0      ; (full: no more this batch)
+    jne         .ret
+    mov         rcx, [rbx + rts.ctfill]
+    cmp         rcx, [rbx + rts.ctcap]
+    jae         .full
+    cmp         rax, CT_MAX_TOK
+    ja          .arena
+    inc         rcx
+    mov         [rbx + rts.ctfill], rcx
+    mov         rcx, [rdi + rkrec.free]         ; the chunk into the table
+    and         rcx, ~1
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    vmovdqu     [rcx + ctent.key], xmm0
+    CT_IDS      rcx, rdx, rax
+.ret:
+    ret
+.arena:                                         ; 5..15 ids: into the arena
+    mov         rsi, [rbx + rts.apos]
+    lea         r9, [rsi + rax + 16]            ; (16 ids of room after the
+    cmp         r9, [rbx + rts.acap]            ; last: 64-byte loads)
+    ja          .full
+    sub         r9, 16
+    mov         [rbx + rts.apos], r9
+    inc         rcx
+    mov         [rbx + rts.ctfill], rcx
+    mov         rcx, [rdi + rkrec.free]
+    and         rcx, ~1
+    vmovdqa     xmm0, [rdi + rkrec.key]
+    vmovdqu     [rcx + ctent.key], xmm0
+    mov         r9d, eax
+    shl         r9d, CT_NSHIFT
+    mov         [rcx + ctent.ids], r9d          ; their number
+    mov         [rcx + ctent.ids + 4], esi      ; where they start
+    mov         dword [rcx + ctent.ids + 8], 0
+    mov         dword [rcx + ctent.ids + 12], 0
+    mov         rcx, [rbx + rts.arena]
+    lea         rcx, [rcx + rsi * 4]
+    xor         esi, esi
+.arena_put:
+    mov         r9d, [rdx + rsi * 4]
+    mov         [rcx + rsi * 4], r9d
+    inc         esi
+    cmp         rsi, rax
+    jb          .arena_put
+    ret
+.full:
+    mov         qword [rbx + rts.reset], 1
     ret
 
 ; rk_pass_a (rk_doc's pass A): rbx = the thread state, chunks r10 (first)
