@@ -159,16 +159,21 @@ ENDFUNC
 ; rk_doc: rbx = a thread state, rdi = a padded text, rsi = its length, rdx =
 ; the pre-tokenizer (valid), rcx = out (room for rsi ids).  Out: rax = the
 ; ids written, or a negative status.  Keeps rbx, rbp, r12-r15; clobbers
-; the other registers and ymm0-ymm3.
+; the other registers and ymm0-ymm11.
 ;
-; The chunks go in batches of RK_BATCH: pass A makes each one's chunk table
-; key (chunks of up to CT_MAX_LEN bytes) and prefetches its home entry;
-; pass B probes the table (linear, 32-byte entries: a byte or a whole token
-; from the seed, or a chunk met before): a hit writes its (up to 4) ids with
-; one 16-byte store; a miss encodes the chunk (rk_merge) and puts it into
-; the empty entry that ended the probe when it has at most CT_MAX_TOK ids
-; (a table at renc.ctcap entries is reset to the seed first).  Longer
-; chunks go to rk_chunk (its cache).
+; The chunks, split RK_SPLITS at a time, go in batches of RK_BATCH.  Pass A
+; (rk_pass_a, a batch ahead) makes each one's chunk table key and
+; prefetches its home entry (a chunk of 16..LT_MAX_LEN bytes: its crc and
+; its long-chunk table entry).  Pass F probes the table (linear, 32-byte
+; entries: a byte or a whole token from the seed, or a chunk met before): a
+; hit of up to CT_MAX_TOK ids is written with one 16-byte store; with
+; RF_RANKS a miss keeps room for an id a byte and is merged into it after
+; the loop (.resolve).  From the first chunk pass F does not take (a long
+; one, a hit of 5+ ids, no room, a miss without RF_RANKS), B0 probes the
+; rest, M looks up their misses' substrings (rk_sub_a) and B writes them in
+; order: hits, misses (rk_sub_b, or rk_merge by the pair table; then put
+; where their probe ended, rk_ct_put_miss), long chunks (rk_long).  A table
+; or arena that fills up grows after its batch (rk_ct_full).
 ;-----------------------------------------------------------------------------
 rk_doc:
     lea         rax, [rcx + rsi * 4]
