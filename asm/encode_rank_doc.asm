@@ -94,6 +94,17 @@ extern rk_ct_full
     add         rdx, [rbx + rts.ends + r10 * 8] ; its length
 %endmacro
 
+; IDS_DOWN: the ids out[rsi .. rsi + rcx) (rdx = out; rsi, rcx counted in
+; ids) moved down by rax ids, in order (safe, as they go down).  Clobbers
+; rax, rcx, rsi, rdi.
+%macro IDS_DOWN 0
+    lea         rsi, [rdx + rsi * 4]
+    shl         rax, 2
+    mov         rdi, rsi
+    sub         rdi, rax
+    rep movsd
+%endmacro
+
 ; JOB_FILL (asmbpe_renc_encode / _docs): the rest of the job on the stack
 ; from the FUNC's named arguments.
 %macro JOB_FILL 0
@@ -504,11 +515,7 @@ rk_doc:
     mov         rcx, [rbx + rts.mpos + rcx * 8]
     sub         rcx, rsi                        ; the ids since the last
     mov         rdx, [rsp + 48]
-    lea         rsi, [rdx + rsi * 4]
-    shl         rax, 2
-    mov         rdi, rsi
-    sub         rdi, rax
-    rep movsd                                   ; (down: in order is safe)
+    IDS_DOWN
 .res_moved:
     mov         rcx, [rsp + 32]
     MISS_CHUNK  rcx
@@ -544,11 +551,7 @@ rk_doc:
     mov         rcx, r13
     sub         rcx, rsi                        ; the ids after the last
     mov         rdx, [rsp + 48]
-    lea         rsi, [rdx + rsi * 4]
-    shl         rax, 2
-    mov         rdi, rsi
-    sub         rdi, rax
-    rep movsd
+    IDS_DOWN
     sub         r13, [rsp + 16]
 .res_done:
     add         rsp, 40
