@@ -1,6 +1,7 @@
 ;-----------------------------------------------------------------------------
-; encode_rank_doc.asm — documents: rk_doc (split, prefetch, each chunk),
-; asmbpe_renc_text, asmbpe_renc_encode and its threads (rk_worker)
+; encode_rank_doc.asm — one document: rk_doc (split, prefetch, each chunk;
+; its passes A, F, B0, M and B), asmbpe_renc_text (the documents on
+; threads: encode_rank_jobs.asm)
 ; (the rank encoder: its layouts and macros in encode_rank.inc)
 ;-----------------------------------------------------------------------------
 %include "encode_rank.inc"
@@ -105,21 +106,6 @@ extern rk_ct_full
     rep movsd
 %endmacro
 
-; JOB_FILL (asmbpe_renc_encode / _docs): the rest of the job on the stack
-; from the FUNC's named arguments.
-%macro JOB_FILL 0
-    mov         [rsp + rjob.enc], eq
-    mov         [rsp + rjob.ends], endsq
-    mov         [rsp + rjob.ndocs], ndocsq
-    mov         [rsp + rjob.pretok], pretokq
-    mov         rax, outm
-    mov         [rsp + rjob.out], rax
-    mov         rax, countsm
-    mov         [rsp + rjob.counts], rax
-    mov         qword [rsp + rjob.next], 0
-    mov         qword [rsp + rjob.status], 0
-%endmacro
-
 section .rodata
 align 16
 global ct_idmask:data hidden
@@ -186,6 +172,7 @@ ENDFUNC
 ; where their probe ended, rk_ct_put_miss), long chunks (rk_long).  A table
 ; or arena that fills up grows after its batch (rk_ct_full).
 ;-----------------------------------------------------------------------------
+global rk_doc:function hidden
 rk_doc:
     lea         rax, [rcx + rsi * 4]
     mov         [rbx + rts.outlim], rax         ; the room's end
@@ -309,23 +296,7 @@ rk_doc:
     mov         rax, [rbx + rts.enc]
     test        qword [rax + renc.flags], RF_RANKS
     jz          .emit
-    lea         rax, [rbx + rts.ws]
-    mov         [rbx + rts.wsnext], rax
-.sub_all:
-    tzcnt       rcx, r11                        ; a missed chunk
-    blsr        r11, r11
-    MISS_CHUNK  rcx
-    push        r11                             ; (twice: rsp stays 16-byte
-    push        r11                             ; aligned at the call)
-    mov         rax, [rbx + rts.wsnext]
-    mov         [rdi + rkrec.home], rax         ; its workspace
-    mov         rdi, rax
-    call        rk_sub_a
-    mov         [rbx + rts.wsnext], rax
-    pop         r11
-    pop         r11
-    test        r11, r11                        ; (more misses)
-    jnz         .sub_all
+    call        .sub_misses
 .emit:
     ; pass B: in order, each chunk's ids from the first left (r15)
     mov         rdi, r15
@@ -466,25 +437,16 @@ rk_doc:
     add         r13, rax
     mov         r12, r8
     jmp         .next
-    ; .resolve (pass F's misses, a local routine): r11 = the chunks put off
-    ; (a bit each from rbp's; their records' free = the empty entry | 1,
-    ; their places in rts.mpos, room after each for an id a byte), r13 =
-    ; the ids after them.  Each one's substrings looked up (rk_sub_a, their
-    ; waits overlapping), then in order each merged (rk_sub_b) where its ids
-    ; go once the ids before it have moved down over the room the ones
-    ; before left unused, and put into the chunk table; the ids after the
-    ; last moved down too, r13 less all that room.  Keeps rbx, rbp, r12,
-    ; r14, r15; clobbers the other registers.  The frame: [rsp] the misses
-    ; left for rk_sub_a, [rsp + 8] for rk_sub_b, [rsp + 16] the room unused
-    ; so far (delta), [rsp + 24] where the ids not yet moved start (seg),
-    ; [rsp + 32] the miss (its number in the batch), [rsp + 48] out
-.resolve:
-    sub         rsp, 40
-    mov         [rsp], r11
-    mov         [rsp + 8], r11
+    ; .sub_misses (pass M, a local routine): r11 = missed chunks of the
+    ; batch (a bit each from rbp's): each one's substrings looked up at once
+    ; (rk_sub_a prefetches their entries into the next workspace of rts.ws,
+    ; whose address replaces its record's home), so that the misses' memory
+    ; waits overlap.  Keeps rbx, rbp, r12-r15; clobbers the other registers
+.sub_misses:
+    push        r11                             ; [rsp]: the misses left
     lea         rax, [rbx + rts.ws]
     mov         [rbx + rts.wsnext], rax
-.res_sub:
+.sm_next:
     mov         rax, [rsp]
     tzcnt       rcx, rax
     blsr        rax, rax
@@ -496,7 +458,26 @@ rk_doc:
     call        rk_sub_a
     mov         [rbx + rts.wsnext], rax
     cmp         qword [rsp], 0
-    jne         .res_sub
+    jne         .sm_next
+    pop         r11
+    ret
+
+    ; .resolve (pass F's misses, a local routine): r11 = the chunks put off
+    ; (a bit each from rbp's; their records' free = the empty entry | 1,
+    ; their places in rts.mpos, room after each for an id a byte), r13 =
+    ; the ids after them.  Each one's substrings looked up (rk_sub_a, their
+    ; waits overlapping), then in order each merged (rk_sub_b) where its ids
+    ; go once the ids before it have moved down over the room the ones
+    ; before left unused, and put into the chunk table; the ids after the
+    ; last moved down too, r13 less all that room.  Keeps rbx, rbp, r12,
+    ; r14, r15; clobbers the other registers.  The frame: [rsp + 8] the
+    ; misses left for rk_sub_b, [rsp + 16] the room unused
+    ; so far (delta), [rsp + 24] where the ids not yet moved start (seg),
+    ; [rsp + 32] the miss (its number in the batch), [rsp + 48] out
+.resolve:
+    sub         rsp, 40
+    mov         [rsp + 8], r11
+    call        .sub_misses
     mov         qword [rsp + 16], 0
     mov         rax, [rsp + 8]
     tzcnt       rcx, rax
@@ -680,273 +661,3 @@ rk_pass_a:
     prefetcht0  [rcx]
     xor         ecx, ecx
     jmp         .put
-
-;-----------------------------------------------------------------------------
-; int64_t asmbpe_renc_encode(asmbpe_renc *e, const uint8_t *text,
-;                            const uint64_t *doc_ends, uint64_t n_docs,
-;                            uint64_t threads, uint64_t pretok,
-;                            uint32_t *out, uint64_t *counts)
-; Documents text[doc_ends[i-1], doc_ends[i]) (the first from 0; text padded)
-; on `threads` threads, each claiming the next document; document i's ids
-; are written from out[doc_ends[i-1]] (its own room: ids never outnumber
-; bytes), counts[i] = their number; then thread 0 moves them down into one
-; run, in document order, from out[0] (one thread writes them there at
-; once).  out: room for doc_ends[n-1] ids.  Returns the ids in all, or
-; ASMBPE_EINVAL (threads 0 or > MAX_THREADS, unknown pretok),
-; ASMBPE_ENOMEM, ASMBPE_ETHREAD.
-;-----------------------------------------------------------------------------
-FUNC asmbpe_renc_encode, 8, 15, 1, e, text, ends, ndocs, threads, pretok, out, counts
-    STACK_ALLOC rjob_size + 8
-    mov         [rsp + rjob.text], textq
-    mov         qword [rsp + rjob.docs], 0
-    JOB_FILL
-    mov         rdi, rsp
-    mov         rsi, threadsq
-    call        rk_encode_job
-    STACK_FREE  rjob_size + 8
-    RET
-ENDFUNC
-
-;-----------------------------------------------------------------------------
-; int64_t asmbpe_renc_encode_docs(asmbpe_renc *e, const uint8_t *const *docs,
-;                                 const uint64_t *doc_ends, uint64_t n_docs,
-;                                 uint64_t threads, uint64_t pretok,
-;                                 uint32_t *out, uint64_t *counts)
-; asmbpe_renc_encode of documents where they lie: document i is docs[i],
-; doc_ends[i] - doc_ends[i-1] bytes (no padding needed), copied by the
-; thread that encodes it into a padded buffer of its own (kept with the
-; encoder), so the caller never joins them into one text.  Same rooms,
-; counts and result.
-;-----------------------------------------------------------------------------
-FUNC asmbpe_renc_encode_docs, 8, 15, 1, e, docs, ends, ndocs, threads, pretok, out, counts
-    STACK_ALLOC rjob_size + 8
-    mov         qword [rsp + rjob.text], 0
-    mov         [rsp + rjob.docs], docsq
-    JOB_FILL
-    mov         rdi, rsp
-    mov         rsi, threadsq
-    call        rk_encode_job
-    STACK_FREE  rjob_size + 8
-    RET
-ENDFUNC
-
-;-----------------------------------------------------------------------------
-; rk_encode_job: rdi = a job (rjob: text or docs, the rest filled), rsi =
-; threads.  Out: rax as asmbpe_renc_encode.  Keeps rbx, rbp, r12-r15.
-;-----------------------------------------------------------------------------
-PROC rk_encode_job
-    push        rbx
-    push        rbp
-    push        r12
-    push        r13
-    push        r14
-    push        r15
-    mov         rbp, rdi                        ; the job
-    mov         rax, ASMBPE_EINVAL
-    mov         rdx, [rbp + rjob.pretok]
-    cmp         rdx, PRETOK_MIN
-    jb          .ret
-    cmp         rdx, PRETOK_MAX
-    ja          .ret
-    test        rsi, rsi
-    jz          .ret
-    cmp         rsi, MAX_THREADS
-    ja          .ret
-    cmp         rsi, [rbp + rjob.ndocs]         ; no more threads than
-    cmova       rsi, [rbp + rjob.ndocs]         ; documents
-    xor         eax, eax
-    test        rsi, rsi
-    jz          .ret
-    mov         r12, rsi
-    xor         r13d, r13d                      ; each thread's state, made
-.states:                                        ; here (mapping is not
-    mov         rdi, [rbp + rjob.enc]           ; thread-safe to share)
-    mov         rsi, r13
-    call        rk_state
-    test        rax, rax
-    jz          .nomem
-    inc         r13
-    cmp         r13, r12
-    jb          .states
-    cmp         r12, 1
-    je          .one_thread
-    lea         rdi, [rk_worker]
-    mov         rsi, rbp
-    mov         rdx, r12
-    call        asmbpe_parallel
-    test        rax, rax
-    jnz         .ret
-    mov         rax, [rbp + rjob.status]
-    test        rax, rax
-    jnz         .ret
-    mov         r12, [rbp + rjob.ends]          ; into document order: each
-    mov         r13, [rbp + rjob.counts]        ; document's ids moved down
-    xor         r14d, r14d                      ; document
-    xor         r15d, r15d                      ; ids so far
-    xor         edx, edx                        ; its start
-.gather:
-    cmp         r14, [rbp + rjob.ndocs]
-    jae         .gathered
-    mov         rcx, [r13 + r14 * 8]            ; its ids
-    mov         rax, [rbp + rjob.out]
-    lea         rsi, [rax + rdx * 4]
-    lea         rdi, [rax + r15 * 4]
-    add         r15, rcx
-    rep movsd                                   ; (forward: rdi <= rsi)
-    mov         rdx, [r12 + r14 * 8]
-    inc         r14
-    jmp         .gather
-.gathered:
-    mov         rax, r15
-.ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    pop         rbp
-    pop         rbx
-    ret
-.one_thread:                                    ; one thread: the documents
-    xor         r13d, r13d                      ; in order, each one's ids
-    xor         r14d, r14d                      ; right after the last one's
-    xor         r15d, r15d                      ; (its room: ids never
-    mov         rbx, [rbp + rjob.enc]           ; outnumber bytes), nothing
-    mov         rbx, [rbx + renc.ts]            ; to gather
-.one_doc:
-    cmp         r13, [rbp + rjob.ndocs]
-    jae         .one_done
-    mov         rdi, rbp
-    mov         rsi, r13
-    mov         rdx, r15                        ; its start
-    mov         rcx, [rbp + rjob.ends]
-    mov         rcx, [rcx + r13 * 8]
-    sub         rcx, r15                        ; its length
-    mov         r8, [rbp + rjob.out]
-    lea         r8, [r8 + r14 * 4]              ; its room
-    call        rk_job_doc
-    test        rax, rax
-    js          .ret
-    mov         rcx, [rbp + rjob.counts]
-    mov         [rcx + r13 * 8], rax
-    add         r14, rax
-    mov         rcx, [rbp + rjob.ends]
-    mov         r15, [rcx + r13 * 8]
-    inc         r13
-    jmp         .one_doc
-.one_done:
-    mov         rax, r14
-    jmp         .ret
-.nomem:
-    mov         rax, ASMBPE_ENOMEM
-    jmp         .ret
-ENDPROC
-
-;-----------------------------------------------------------------------------
-; rk_job_doc: rbx = a thread state, rdi = the job, rsi = a document's index,
-; rdx = its start (as if joined), rcx = its length, r8 = its room.  The
-; document's text: job.text + start, or docs[d] copied into the thread's
-; buffer rts.dbuf (PAD around it; grown as needed).  Out: rax = its ids, or
-; a negative status.  Keeps rbx, rbp, r12-r15.
-;-----------------------------------------------------------------------------
-PROC rk_job_doc
-    push        r12
-    push        r13
-    push        r14
-    push        r15
-    mov         r12, rdi
-    mov         r13, rcx                        ; the length
-    mov         r14, r8                         ; the room
-    mov         rax, [r12 + rjob.docs]
-    test        rax, rax
-    jnz         .copy
-    mov         rdi, [r12 + rjob.text]
-    add         rdi, rdx
-    jmp         .encode
-.copy:
-    mov         r15, [rax + rsi * 8]            ; the document
-    lea         rax, [r13 + 2 * PAD + 64]
-    cmp         rax, [rbx + rts.dbcap]
-    jbe         .room
-    mov         rdi, [rbx + rts.dbuf]           ; grown (to a multiple of
-    mov         rsi, [rbx + rts.dbcap]          ; 1 MB)
-    call        asmbpe_unmap
-    mov         qword [rbx + rts.dbuf], 0
-    mov         qword [rbx + rts.dbcap], 0
-    lea         rdi, [r13 + 2 * PAD + 64 + (1 << 20) - 1]
-    and         rdi, -(1 << 20)
-    push        rdi
-    call        asmbpe_map
-    pop         rdi
-    test        rax, rax
-    jz          .nomem
-    mov         [rbx + rts.dbuf], rax
-    mov         [rbx + rts.dbcap], rdi
-.room:
-    mov         rdi, [rbx + rts.dbuf]
-    add         rdi, PAD
-    push        rdi
-    mov         rsi, r15
-    mov         rcx, r13
-    rep movsb
-    pop         rdi
-.encode:
-    mov         rsi, r13
-    mov         rdx, [r12 + rjob.pretok]
-    mov         rcx, r14
-    call        rk_doc
-.ret:
-    pop         r15
-    pop         r14
-    pop         r13
-    pop         r12
-    ret
-.nomem:
-    mov         rax, ASMBPE_ENOMEM
-    jmp         .ret
-ENDPROC
-
-;-----------------------------------------------------------------------------
-; rk_worker(rjob *job, uint64_t tid): claims documents one at a time and
-; encodes each into its room.  System V; keeps rbx, rbp, r12-r15.
-;-----------------------------------------------------------------------------
-rk_worker:
-    push        rbx
-    push        r12
-    push        r13
-    mov         r12, rdi                        ; the job
-    mov         rdi, [r12 + rjob.enc]
-    mov         rbx, [rdi + renc.ts + rsi * 8]  ; this thread's state
-.claim:
-    mov         eax, 1
-    lock xadd   [r12 + rjob.next], rax
-    cmp         rax, [r12 + rjob.ndocs]
-    jae         .done
-    mov         r13, rax                        ; document d
-    mov         rcx, [r12 + rjob.ends]
-    xor         edx, edx
-    test        r13, r13
-    jz          .first
-    mov         rdx, [rcx + r13 * 8 - 8]        ; its start
-.first:
-    mov         rcx, [rcx + r13 * 8]
-    sub         rcx, rdx                        ; its length
-    mov         r8, [r12 + rjob.out]
-    lea         r8, [r8 + rdx * 4]              ; its room
-    mov         rdi, r12
-    mov         rsi, r13
-    call        rk_job_doc
-    test        rax, rax
-    js          .failed
-    mov         rcx, [r12 + rjob.counts]
-    mov         [rcx + r13 * 8], rax
-    jmp         .claim
-.failed:
-    mov         [r12 + rjob.status], rax
-    mov         rax, [r12 + rjob.ndocs]         ; the others stop claiming
-    mov         [r12 + rjob.next], rax
-.done:
-    vzeroupper
-    pop         r13
-    pop         r12
-    pop         rbx
-    ret

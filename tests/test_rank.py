@@ -265,3 +265,42 @@ def test_ids_stay_exact_when_the_tables_fill(loaded, grow):
     for attempt in ("first", "again"):
         got = ours.encode_ordinary(text).tolist()
         assert got == want, (attempt, _first_diff(got, want))
+
+
+def _put_off_docs(seed: int) -> list[str]:
+    """Documents whose new chunks (chunk-table misses) pass F puts off and merges
+    into the room it kept for them (log R61): a new word as the whole document (its
+    room exactly its bytes), new words at the very end of a document after a run of
+    seen ones (the last batch, the room's end), new words of many ids (the arena)
+    between seen ones, and batches where every chunk is new."""
+    import random
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word(k):
+        return " " + "".join(rng.choices(letters, k=k))
+
+    seen = " the cat sat on the mat"
+    docs = []
+    for _ in range(200):
+        docs.append(word(rng.randrange(2, 15)).lstrip())
+        docs.append(seen * rng.randrange(1, 40) + "".join(word(rng.randrange(3, 14))
+                                                          for _ in range(rng.randrange(1, 5))))
+        docs.append("".join(seen + word(15) + " " + "".join(rng.choices("qxzj", k=11))
+                            for _ in range(rng.randrange(1, 6))))
+        docs.append("".join(word(rng.randrange(3, 14)) for _ in range(rng.randrange(60, 140))))
+    return docs
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ids_equal_tiktoken_where_misses_are_put_off(loaded, threads):
+    from harness.rank import RankEncoder
+    ours, enc = loaded
+    ours = RankEncoder(ours.vocab)                 # (empty tables: every word new)
+    docs = _put_off_docs(61 + threads)
+    ids, counts = ours.encode_many(docs, threads)
+    bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    for i, doc in enumerate(docs):
+        got = ids[bounds[i]:bounds[i + 1]].tolist()
+        want = enc.encode_ordinary(doc)
+        assert got == want, (i, doc[:60], _first_diff(got, want))
